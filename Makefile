@@ -1,0 +1,37 @@
+# The README's two commands are `make demo` and `make test`; everything else is a helper.
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+NP     ?= 4
+export PYTHONPATH := $(CURDIR)
+
+.PHONY: setup build demo test test-% test-pure bench bench-kernels debug clean lint info
+
+setup:
+	@bash tools/setup.sh
+
+build: setup
+	@$(PY) setup.py -q build_ext --inplace -j 2 2>&1 | grep -vE "^(running|copying|creating)" || true
+	@$(PY) -c "import nezha._core.engine, nezha._core.reduce" 
+
+# Multi-rail demo: a 4-host, 2-rail lab, allreduce on one rail and on both.
+demo: build
+	@$(PY) -m nezha demo
+
+test: build
+	$(PY) -m pytest -q -ra tests
+
+# make test-4: the collective tests under mpirun -np 4 (mpi4py style).
+test-%: build
+	$(PY) -m nezha mpirun -np $* -- $(PY) -m pytest -q -x -p no:cacheprovider tests/test_coll_world.py
+
+bench-kernels: build
+	$(PY) bench/bench_kernels.py
+
+debug: setup
+	NEZHA_BUILD_DEBUG=1 $(PY) setup.py -q build_ext --inplace --force
+
+info: build
+	$(PY) -m nezha info
+
+clean:
+	rm -rf build nezha/_core/*.c nezha/_core/*.so nezha/_core/*.html .pytest_cache
