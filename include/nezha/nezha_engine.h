@@ -1,0 +1,405 @@
+/* The progress engine: runs one schedule of operations over non-blocking byte-stream
+ * endpoints (one socket per peer per channel), with no Python and no GIL.
+ *
+ * A schedule is a flat array of ops. Ops on one endpoint run in post order (TCP keeps
+ * order, so matching is by position, as in NCCL's net plugin). An op may depend on up to
+ * two other ops:
+ *   - a dependency of the same byte length *streams*: the op may progress up to as many
+ *     bytes as the dependency has finished. This is the pipeline: a ring rank forwards the
+ *     first bytes of a chunk while the rest is still arriving and being reduced, so there
+ *     is no per-segment bookkeeping at all;
+ *   - any other dependency (or NZ_DEP_FULL) must complete before the op starts.
+ * Received data that must be reduced goes through the endpoint's staging area (one
+ * segment); it is reduced into the destination as soon as whole elements are there.
+ *
+ * One loop drives every endpoint of every channel (rail); when nothing can move it sleeps
+ * in poll() on exactly the sockets it waits for, plus the control sockets, on which a peer
+ * announces an abort. Every wait is bounded by the deadline. */
+#ifndef NEZHA_ENGINE_H
+#define NEZHA_ENGINE_H
+
+#include <errno.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "nezha/nezha_reduce.h"
+#include "nezha/nezha_types.h"
+#include "nezha/nezha_wire.h"
+
+enum {
+    NZ_SEND = 0,         /* send [ptr, ptr+nbytes) */
+    NZ_RECV = 1,         /* receive into [ptr, ptr+nbytes) */
+    NZ_RECV_REDUCE = 2,  /* ptr[i] = src[i] OP incoming[i]  (src may equal ptr) */
+    NZ_RECV_HDR = 3,     /* receive a header into ptr, compare with src (expected) */
+    NZ_LOCAL_REDUCE = 4  /* ptr[i] = ptr[i] OP src[i], no endpoint; paced by deps */
+};
+
+#define NZ_DEP_FULL 1 /* op flag: dependencies must complete before the op starts */
+
+enum {
+    NZ_OK = 0,
+    NZ_ERR_TIMEOUT = 1,     /* deadline passed; err_op is an op still waiting */
+    NZ_ERR_CLOSED = 2,      /* peer closed the connection (EOF) */
+    NZ_ERR_SOCKET = 3,      /* socket error, err_errno tells */
+    NZ_ERR_MISMATCH = 4,    /* header differs from the expected one */
+    NZ_ERR_CTRL = 5,        /* a control socket is readable: a peer sent an abort */
+    NZ_ERR_REDUCE = 6,      /* kernel refused dtype/op (cannot happen after validation) */
+    NZ_ERR_INTERNAL = 7     /* schedule is malformed */
+};
+
+typedef struct {
+    char *ptr;
+    const char *src;
+    uint64_t nbytes;
+    uint64_t done;     /* bytes sent / received / reduced into ptr */
+    int32_t ep;        /* endpoint index, -1 for local ops */
+    int32_t dep[2];    /* op indices or -1 */
+    int16_t chan;      /* channel (rail lane) for per-channel timing */
+    uint8_t kind;
+    uint8_t flags;
+} nz_op_t;
+
+typedef struct {
+    int fd;
+    int32_t chan;
+    int32_t peer;
+    /* staging for NZ_RECV_REDUCE: bytes received but not reduced yet */
+    char *stage;
+    uint64_t stage_cap;
+    uint64_t stage_len;
+    /* per-run queues (op indices in post order) */
+    int32_t *sq, *rq;
+    int32_t nsq, nrq, sh, rh;
+    int want_out, want_in;
+    uint64_t bytes_sent, bytes_recv;  /* lifetime counters */
+} nz_ep_t;
+
+typedef struct {
+    nz_ep_t *eps;
+    int32_t nep;
+    int *ctrl_fds;
+    int32_t nctrl;
+    int dtype, op;
+    /* results of the last run */
+    int err;
+    int32_t err_op;
+    int32_t err_ep;
+    int err_errno;
+    int32_t err_ctrl;
+    /* per-channel completion time of the last run, ns since its start */
+    int64_t *chan_ns;
+    uint64_t *chan_bytes;
+    int32_t nchan;
+    int64_t t0;
+    /* scratch for queue building */
+    int32_t *qbuf;
+    int64_t qcap;
+} nz_engine_t;
+
+static inline int64_t nz_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* How far op i may progress given its dependencies. */
+static inline uint64_t nz_limit(const nz_op_t *ops, const nz_op_t *o) {
+    uint64_t lim = o->nbytes;
+    for (int k = 0; k < 2; k++) {
+        int32_t d = o->dep[k];
+        if (d < 0) continue;
+        const nz_op_t *p = &ops[d];
+        uint64_t avail;
+        if (p->done >= p->nbytes)
+            avail = o->nbytes;
+        else if (!(o->flags & NZ_DEP_FULL) && p->nbytes == o->nbytes)
+            avail = p->done;
+        else
+            avail = 0;
+        if (avail < lim) lim = avail;
+    }
+    return lim;
+}
+
+static inline int nz_fail(nz_engine_t *e, int err, int32_t op, int32_t ep, int eno) {
+    e->err = err;
+    e->err_op = op;
+    e->err_ep = ep;
+    e->err_errno = eno;
+    return err;
+}
+
+static inline void nz_op_finished(nz_engine_t *e, const nz_op_t *o, int64_t t0) {
+    if (o->chan >= 0 && o->chan < e->nchan) {
+        e->chan_ns[o->chan] = nz_now_ns() - t0;
+        e->chan_bytes[o->chan] += o->nbytes;
+    }
+}
+
+/* Reduce as many whole elements from the staging area as the dependencies allow. */
+static inline int nz_drain_stage(nz_engine_t *e, nz_ep_t *p, nz_op_t *ops, nz_op_t *o,
+                                 int32_t oi, int *progress) {
+    size_t es = nezha_dtype_size(e->dtype);
+    uint64_t lim = nz_limit(ops, o);
+    uint64_t n = p->stage_len;
+    if (o->done + n > lim) n = lim - o->done;
+    n -= n % es;
+    if (n == 0) return 0;
+    if (nezha_reduce3(o->ptr + o->done, o->src + o->done, p->stage, n / es, e->dtype, e->op) != 0)
+        return nz_fail(e, NZ_ERR_REDUCE, oi, o->ep, 0);
+    o->done += n;
+    p->stage_len -= n;
+    if (p->stage_len) memmove(p->stage, p->stage + n, p->stage_len);
+    *progress = 1;
+    return 0;
+}
+
+static inline int nz_progress_send(nz_engine_t *e, nz_ep_t *p, nz_op_t *ops, int64_t t0,
+                                   int *progress) {
+    p->want_out = 0;
+    while (p->sh < p->nsq) {
+        int32_t oi = p->sq[p->sh];
+        nz_op_t *o = &ops[oi];
+        uint64_t lim = nz_limit(ops, o);
+        while (o->done < lim) {
+            ssize_t n = send(p->fd, o->ptr + o->done, lim - o->done, MSG_DONTWAIT | MSG_NOSIGNAL);
+            if (n > 0) {
+                o->done += (uint64_t)n;
+                p->bytes_sent += (uint64_t)n;
+                *progress = 1;
+            } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+                p->want_out = 1;
+                return 0;
+            } else if (n < 0 && errno == EINTR) {
+                continue;
+            } else {
+                return nz_fail(e, NZ_ERR_SOCKET, oi, (int32_t)(p - e->eps), n < 0 ? errno : EPIPE);
+            }
+        }
+        if (o->done < o->nbytes) return 0; /* waiting on a dependency */
+        nz_op_finished(e, o, t0);
+        p->sh++;
+    }
+    return 0;
+}
+
+static inline int nz_progress_recv(nz_engine_t *e, nz_ep_t *p, nz_op_t *ops, int64_t t0,
+                                   int *progress) {
+    p->want_in = 0;
+    while (p->rh < p->nrq) {
+        int32_t oi = p->rq[p->rh];
+        nz_op_t *o = &ops[oi];
+        int32_t epi = (int32_t)(p - e->eps);
+        if (o->kind == NZ_RECV_REDUCE) {
+            for (;;) {
+                if (nz_drain_stage(e, p, ops, o, oi, progress)) return e->err;
+                /* never read past this op: the next bytes belong to the next op */
+                uint64_t want = o->nbytes - o->done - p->stage_len;
+                uint64_t room = p->stage_cap - p->stage_len;
+                if (want > room) want = room;
+                if (want == 0) break;
+                ssize_t n = recv(p->fd, p->stage + p->stage_len, want, MSG_DONTWAIT);
+                if (n > 0) {
+                    p->stage_len += (uint64_t)n;
+                    p->bytes_recv += (uint64_t)n;
+                    *progress = 1;
+                } else if (n == 0) {
+                    return nz_fail(e, NZ_ERR_CLOSED, oi, epi, 0);
+                } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                    p->want_in = 1;
+                    break;
+                } else if (errno != EINTR) {
+                    return nz_fail(e, NZ_ERR_SOCKET, oi, epi, errno);
+                }
+            }
+        } else {
+            uint64_t lim = nz_limit(ops, o);
+            while (o->done < lim) {
+                ssize_t n = recv(p->fd, o->ptr + o->done, lim - o->done, MSG_DONTWAIT);
+                if (n > 0) {
+                    o->done += (uint64_t)n;
+                    p->bytes_recv += (uint64_t)n;
+                    *progress = 1;
+                } else if (n == 0) {
+                    return nz_fail(e, NZ_ERR_CLOSED, oi, epi, 0);
+                } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                    p->want_in = 1;
+                    return 0;
+                } else if (errno != EINTR) {
+                    return nz_fail(e, NZ_ERR_SOCKET, oi, epi, errno);
+                }
+            }
+            if (o->done == o->nbytes && o->kind == NZ_RECV_HDR &&
+                !nezha_hdr_equal((const nezha_hdr_t *)o->ptr, (const nezha_hdr_t *)o->src))
+                return nz_fail(e, NZ_ERR_MISMATCH, oi, epi, 0);
+        }
+        if (o->done < o->nbytes) return 0;
+        nz_op_finished(e, o, t0);
+        p->rh++;
+    }
+    return 0;
+}
+
+/* Build per-endpoint queues in post order (counting sort on ep). */
+static inline int nz_build_queues(nz_engine_t *e, nz_op_t *ops, int32_t nops) {
+    int64_t need = 2 * (int64_t)nops + 1;
+    if (need > e->qcap) {
+        int32_t *q = (int32_t *)realloc(e->qbuf, (size_t)need * sizeof(int32_t));
+        if (!q) return -1;
+        e->qbuf = q;
+        e->qcap = need;
+    }
+    for (int32_t i = 0; i < e->nep; i++) {
+        nz_ep_t *p = &e->eps[i];
+        p->nsq = p->nrq = p->sh = p->rh = 0;
+        p->stage_len = 0;
+    }
+    for (int32_t i = 0; i < nops; i++) {
+        int32_t ep = ops[i].ep;
+        if (ep < 0) continue;
+        if (ep >= e->nep) return -1;
+        if (ops[i].kind == NZ_SEND) e->eps[ep].nsq++;
+        else e->eps[ep].nrq++;
+    }
+    int32_t *cur = e->qbuf;
+    for (int32_t i = 0; i < e->nep; i++) {
+        nz_ep_t *p = &e->eps[i];
+        p->sq = cur; cur += p->nsq;
+        p->rq = cur; cur += p->nrq;
+        p->nsq = p->nrq = 0;
+    }
+    for (int32_t i = 0; i < nops; i++) {
+        int32_t ep = ops[i].ep;
+        if (ep < 0) continue;
+        nz_ep_t *p = &e->eps[ep];
+        if (ops[i].kind == NZ_SEND) p->sq[p->nsq++] = i;
+        else p->rq[p->nrq++] = i;
+    }
+    return 0;
+}
+
+/* Prepare a run of a schedule: queues, counters, the start time. */
+static inline int nz_start(nz_engine_t *e, nz_op_t *ops, int32_t nops, int dtype, int op) {
+    e->err = NZ_OK;
+    e->err_op = e->err_ep = e->err_ctrl = -1;
+    e->err_errno = 0;
+    e->dtype = dtype;
+    e->op = op;
+    e->t0 = nz_now_ns();
+    for (int32_t c = 0; c < e->nchan; c++) { e->chan_ns[c] = 0; e->chan_bytes[c] = 0; }
+    if (nz_build_queues(e, ops, nops)) return nz_fail(e, NZ_ERR_INTERNAL, -1, -1, ENOMEM);
+    /* An abort a peer sent after our last run (e.g. it found a mismatch in a collective
+     * this rank had already finished) must surface now, not after a timeout. */
+    for (int32_t c = 0; c < e->nctrl; c++) {
+        if (e->ctrl_fds[c] < 0) continue;
+        struct pollfd p = {e->ctrl_fds[c], POLLIN, 0};
+        if (poll(&p, 1, 0) > 0 && p.revents) {
+            nz_fail(e, NZ_ERR_CTRL, -1, -1, 0);
+            e->err_ctrl = c;
+            return NZ_ERR_CTRL;
+        }
+    }
+    return NZ_OK;
+}
+
+/* Drive a started schedule until it completes, fails, passes deadline_ns (absolute,
+ * CLOCK_MONOTONIC) or a control socket becomes readable (NZ_ERR_CTRL; the caller reads
+ * the message and may call again: the run's state is kept). */
+static inline int nz_progress(nz_engine_t *e, nz_op_t *ops, int32_t nops, int64_t deadline_ns) {
+    int dtype = e->dtype, op = e->op;
+    int64_t t0 = e->t0;
+    e->err = NZ_OK;
+
+    struct pollfd stackfds[64];
+    struct pollfd *pfd = stackfds;
+    int32_t *pmap = NULL; /* pollfd slot -> endpoint index */
+    int32_t maxfds = e->nep + e->nctrl;
+    if (maxfds > 64) {
+        pfd = (struct pollfd *)malloc(sizeof(struct pollfd) * (size_t)maxfds);
+        if (!pfd) return nz_fail(e, NZ_ERR_INTERNAL, -1, -1, ENOMEM);
+    }
+    pmap = (int32_t *)malloc(sizeof(int32_t) * (size_t)(maxfds + 1));
+    if (!pmap) { if (pfd != stackfds) free(pfd); return nz_fail(e, NZ_ERR_INTERNAL, -1, -1, ENOMEM); }
+
+    int rc = NZ_OK;
+    for (;;) {
+        int progress = 0, pending = 0;
+        for (int32_t i = 0; i < nops; i++) {
+            nz_op_t *o = &ops[i];
+            if (o->kind != NZ_LOCAL_REDUCE || o->done >= o->nbytes) continue;
+            size_t es = nezha_dtype_size(dtype);
+            uint64_t lim = nz_limit(ops, o);
+            uint64_t n = lim - o->done;
+            n -= n % es;
+            if (n) {
+                if (nezha_reduce(o->ptr + o->done, o->src + o->done, n / es, dtype, op)) {
+                    rc = nz_fail(e, NZ_ERR_REDUCE, i, -1, 0);
+                    goto out;
+                }
+                o->done += n;
+                progress = 1;
+                if (o->done == o->nbytes) nz_op_finished(e, o, t0);
+            }
+            if (o->done < o->nbytes) pending = 1;
+        }
+        for (int32_t i = 0; i < e->nep; i++) {
+            nz_ep_t *p = &e->eps[i];
+            if (p->sh < p->nsq && (rc = nz_progress_send(e, p, ops, t0, &progress))) goto out;
+            if (p->rh < p->nrq && (rc = nz_progress_recv(e, p, ops, t0, &progress))) goto out;
+            if (p->sh < p->nsq || p->rh < p->nrq) pending = 1;
+        }
+        if (!pending) break;
+        if (progress) continue;
+        /* Nothing moved: sleep on what we wait for, and on the control sockets. */
+        int32_t nfd = 0;
+        for (int32_t i = 0; i < e->nep; i++) {
+            nz_ep_t *p = &e->eps[i];
+            short ev = (short)((p->want_in ? POLLIN : 0) | (p->want_out ? POLLOUT : 0));
+            if (!ev) continue;
+            pfd[nfd].fd = p->fd; pfd[nfd].events = ev; pfd[nfd].revents = 0;
+            pmap[nfd++] = i;
+        }
+        int32_t nep_fds = nfd;
+        for (int32_t c = 0; c < e->nctrl; c++) {
+            if (e->ctrl_fds[c] < 0) continue;
+            pfd[nfd].fd = e->ctrl_fds[c]; pfd[nfd].events = POLLIN; pfd[nfd].revents = 0;
+            pmap[nfd++] = c;
+        }
+        int64_t now = nz_now_ns();
+        if (now >= deadline_ns) {
+            /* report the first op still waiting: that names the peer we wait for */
+            int32_t w = -1, wep = -1;
+            for (int32_t i = 0; i < e->nep && w < 0; i++) {
+                nz_ep_t *p = &e->eps[i];
+                if (p->rh < p->nrq) { w = p->rq[p->rh]; wep = i; }
+                else if (p->sh < p->nsq) { w = p->sq[p->sh]; wep = i; }
+            }
+            rc = nz_fail(e, NZ_ERR_TIMEOUT, w, wep, ETIMEDOUT);
+            goto out;
+        }
+        int64_t wait_ms = (deadline_ns - now + 999999) / 1000000;
+        if (wait_ms > 1000) wait_ms = 1000;
+        int r = poll(pfd, (nfds_t)nfd, (int)wait_ms);
+        if (r < 0 && errno != EINTR) { rc = nz_fail(e, NZ_ERR_INTERNAL, -1, -1, errno); goto out; }
+        for (int32_t k = nep_fds; r > 0 && k < nfd; k++) {
+            if (pfd[k].revents) {
+                rc = nz_fail(e, NZ_ERR_CTRL, -1, -1, 0);
+                e->err_ctrl = pmap[k];
+                goto out;
+            }
+        }
+        /* POLLERR/POLLHUP on a data socket: the next send/recv reports the cause */
+    }
+out:
+    if (pfd != stackfds) free(pfd);
+    free(pmap);
+    return rc;
+}
+
+#endif

@@ -1,0 +1,512 @@
+"""The engine: schedules of send/receive/reduce ops run over every rail without the GIL."""
+# Vocabulary (docs/glossary.md): a *channel* is one lane of one rail (a rail with
+# NEZHA_SOCKET_NCONNS=2 has two channels); endpoint index = channel * size + peer.
+# A *slice* is the part of a collective's buffer that one channel carries; each builder
+# below lays out one algorithm for one slice. Builders run once per collective per
+# channel (never per chunk): the pipelining happens inside the C loop.
+
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t, uintptr_t
+from libc.stdlib cimport calloc, free, malloc, realloc
+from libc.string cimport memcpy, memset
+
+from nezha._core.libnezha cimport *
+from nezha._core.reduce cimport nezha_avg_finish
+
+COLL_ALLREDUCE = 1
+COLL_BROADCAST = 2
+COLL_REDUCE = 3
+COLL_ALLGATHER = 4
+COLL_REDUCE_SCATTER = 5
+COLL_ALLTOALL = 6
+COLL_BARRIER = 7
+COLL_SENDRECV = 8
+
+ERR_OK = NZ_OK
+ERR_TIMEOUT = NZ_ERR_TIMEOUT
+ERR_CLOSED = NZ_ERR_CLOSED
+ERR_SOCKET = NZ_ERR_SOCKET
+ERR_MISMATCH = NZ_ERR_MISMATCH
+ERR_CTRL = NZ_ERR_CTRL
+ERR_REDUCE = NZ_ERR_REDUCE
+ERR_INTERNAL = NZ_ERR_INTERNAL
+
+KIND_NAMES = {NZ_SEND: "send", NZ_RECV: "recv", NZ_RECV_REDUCE: "recv+reduce",
+              NZ_RECV_HDR: "header", NZ_LOCAL_REDUCE: "local reduce"}
+
+HEADER_BYTES = sizeof(nezha_hdr_t)
+
+
+def now_ns():
+    """CLOCK_MONOTONIC in nanoseconds (the engine's clock)."""
+    return nz_now_ns()
+
+
+cdef inline int _mod(int a, int n) noexcept nogil:
+    a %= n
+    return a + n if a < 0 else a
+
+
+cdef class Schedule:
+    """The ops of one collective (or send/recv) on this rank, built by the algorithms."""
+
+    cdef nz_op_t *ops
+    cdef int32_t nops, cap
+    cdef int rank, size, nchan
+    cdef nezha_hdr_t hdr            # what this rank sends and expects
+    cdef nezha_hdr_t *hdr_in        # one receive area per endpoint
+    cdef uint8_t *hdr_state         # per endpoint: bit 1 header sent, bit 2 header received
+    cdef public int dtype, op, esize
+    cdef public object keep         # buffers that must outlive the run
+    cdef char **pre_dst
+    cdef const char **pre_src
+    cdef uint64_t *pre_n
+    cdef int npre
+    cdef char *avg_ptr
+    cdef uint64_t avg_count
+    cdef double avg_div
+
+    def __cinit__(self, int rank, int size, int nchan, int coll, uint32_t seq, int dtype,
+                  int op, uint64_t count, int root=-1, int algo=0, uint32_t plan=0):
+        self.rank, self.size, self.nchan = rank, size, nchan
+        self.dtype, self.op = dtype, op
+        self.esize = <int>nezha_dtype_size(dtype)
+        memset(&self.hdr, 0, sizeof(nezha_hdr_t))
+        self.hdr.magic = NEZHA_WIRE_MAGIC
+        self.hdr.seq = seq
+        self.hdr.coll = <uint8_t>coll
+        self.hdr.dtype = <uint8_t>dtype
+        self.hdr.op = <uint8_t>op
+        self.hdr.algo = <uint8_t>algo
+        self.hdr.root = root
+        self.hdr.count = count
+        self.hdr.plan = plan
+        self.hdr.src_rank = rank
+        cdef int nep = nchan * size
+        self.hdr_in = <nezha_hdr_t *>calloc(nep if nep > 0 else 1, sizeof(nezha_hdr_t))
+        self.hdr_state = <uint8_t *>calloc(nep if nep > 0 else 1, 1)
+        self.cap = 64
+        self.ops = <nz_op_t *>malloc(self.cap * sizeof(nz_op_t))
+        self.pre_dst = <char **>malloc(4 * size * sizeof(char *) + 8)
+        self.pre_src = <const char **>malloc(4 * size * sizeof(char *) + 8)
+        self.pre_n = <uint64_t *>malloc(4 * size * sizeof(uint64_t) + 8)
+        if not (self.hdr_in and self.hdr_state and self.ops and self.pre_dst and self.pre_src
+                and self.pre_n):
+            raise MemoryError()
+        self.keep = []
+
+    def __dealloc__(self):
+        free(self.ops)
+        free(self.hdr_in)
+        free(self.hdr_state)
+        free(self.pre_dst)
+        free(<void *>self.pre_src)
+        free(self.pre_n)
+
+    @property
+    def nops(self):
+        """Number of ops."""
+        return self.nops
+
+    cdef inline int ep(self, int chan, int peer) noexcept:
+        return chan * self.size + _mod(peer, self.size)
+
+    cdef int _push(self, int kind, int ep, char *ptr, const char *src, uint64_t nbytes,
+                   int dep0, int dep1, int chan, int flags) except -1:
+        cdef nz_op_t *grown
+        if self.nops == self.cap:
+            grown = <nz_op_t *>realloc(self.ops, 2 * self.cap * sizeof(nz_op_t))
+            if grown == NULL:
+                raise MemoryError()
+            self.ops, self.cap = grown, 2 * self.cap
+        cdef nz_op_t *o = &self.ops[self.nops]
+        o.ptr, o.src, o.nbytes, o.done = ptr, src, nbytes, 0
+        o.ep, o.dep[0], o.dep[1] = ep, dep0, dep1
+        o.chan, o.kind, o.flags = chan, kind, flags
+        self.nops += 1
+        return self.nops - 1
+
+    cdef int hdr_send(self, int ep, int dep, int chan) except -1:
+        self.hdr_state[ep] |= 1
+        return self._push(NZ_SEND, ep, <char *>&self.hdr, NULL, sizeof(nezha_hdr_t), dep, -1,
+                          chan, NZ_DEP_FULL)
+
+    cdef int hdr_recv(self, int ep, int chan) except -1:
+        self.hdr_state[ep] |= 2
+        return self._push(NZ_RECV_HDR, ep, <char *>&self.hdr_in[ep], <const char *>&self.hdr,
+                          sizeof(nezha_hdr_t), -1, -1, chan, 0)
+
+    cdef int add(self, int kind, int chan, int peer, char *ptr, const char *src,
+                 uint64_t nbytes, int dep0=-1, int dep1=-1, int flags=0) except -1:
+        """Append an op; the first use of an endpoint in a direction opens with the header."""
+        cdef int e = -1
+        if kind != NZ_LOCAL_REDUCE:
+            e = self.ep(chan, peer)
+            if kind == NZ_SEND and not (self.hdr_state[e] & 1):
+                self.hdr_send(e, -1, chan)
+            elif kind != NZ_SEND and not (self.hdr_state[e] & 2):
+                self.hdr_recv(e, chan)
+        return self._push(kind, e, ptr, src, nbytes, dep0, dep1, chan, flags)
+
+    cdef int pre_copy(self, char *dst, const char *src, uint64_t n) except -1:
+        # Local copies done before the network starts (own block of allgather, ...).
+        if n == 0 or dst == src:
+            return 0
+        if self.npre >= 4 * self.size:
+            raise MemoryError("too many local copies")
+        self.pre_dst[self.npre], self.pre_src[self.npre], self.pre_n[self.npre] = dst, src, n
+        self.npre += 1
+        return 0
+
+    def set_avg(self, uintptr_t ptr, uint64_t count, double divisor):
+        """Divide count elements at ptr by divisor once the run has succeeded (AVG)."""
+        self.avg_ptr, self.avg_count, self.avg_div = <char *>ptr, count, divisor
+
+    def copy(self, uintptr_t dst, uintptr_t src, uint64_t nbytes):
+        """Copy nbytes locally before the network starts."""
+        self.pre_copy(<char *>dst, <const char *>src, nbytes)
+
+    # ---- ring building blocks ------------------------------------------------------
+
+    cdef int ring_rs(self, int chan, char **out, const char **a, uint64_t *nb,
+                     int32_t *send_idx) except -1:
+        """Ring reduce-scatter over size blocks; rank r ends with block r reduced.
+
+        Step s sends block r-s-1 (own data at s=0, else the partial just reduced) and
+        receives block r-s-2, reducing it with the own contribution a[b]. Returns the op
+        that finishes block r."""
+        cdef int r = self.rank, n = self.size, s, sb, rb, last = -1
+        for s in range(n - 1):
+            sb = _mod(r - s - 1, n)
+            rb = _mod(r - s - 2, n)
+            if s == 0:
+                send_idx[s] = self.add(NZ_SEND, chan, r + 1, <char *>a[sb], NULL, nb[sb])
+            else:
+                send_idx[s] = self.add(NZ_SEND, chan, r + 1, out[sb], NULL, nb[sb], last)
+            last = self.add(NZ_RECV_REDUCE, chan, r - 1, out[rb], a[rb], nb[rb])
+        return last
+
+    cdef int ring_ag(self, int chan, char **out, const char *own, uint64_t *nb,
+                     int first_dep, int32_t *free_idx) except -1:
+        """Ring allgather; rank r starts owning block r (at own, or out[r] when own is NULL).
+
+        Step s forwards block r-s and receives block r-s-1; a receive waits until
+        free_idx[s] (an earlier send of that block's memory) is done."""
+        cdef int r = self.rank, n = self.size, s, sb, rb, last = first_dep
+        for s in range(n - 1):
+            sb = _mod(r - s, n)
+            rb = _mod(r - s - 1, n)
+            if s == 0 and own != NULL:
+                self.add(NZ_SEND, chan, r + 1, <char *>own, NULL, nb[sb])
+            else:
+                self.add(NZ_SEND, chan, r + 1, out[sb], NULL, nb[sb], last)
+            last = self.add(NZ_RECV, chan, r - 1, out[rb], NULL, nb[rb],
+                            free_idx[s] if free_idx != NULL else -1)
+        return last
+
+    cdef int blocks(self, uint64_t count, char *out, const char *a, char **po, const char **pa,
+                    uint64_t *nb) except -1:
+        # Split count elements into size nearly equal blocks (sizes differ by at most one).
+        cdef int b, n = self.size
+        cdef uint64_t lo, hi
+        for b in range(n):
+            lo = (count * b) // n
+            hi = (count * (b + 1)) // n
+            po[b] = out + lo * self.esize
+            pa[b] = a + lo * self.esize
+            nb[b] = (hi - lo) * self.esize
+        return 0
+
+    # ---- algorithms, one slice on one channel each --------------------------------
+
+    def ring_allreduce(self, int chan, uintptr_t out, uintptr_t a, uint64_t count):
+        """Pipelined ring allreduce: reduce-scatter then allgather (2(n-1)/n S on the wire)."""
+        cdef int n = self.size
+        if n == 1:
+            self.pre_copy(<char *>out, <const char *>a, count * self.esize)
+            return
+        cdef char **po = <char **>malloc(n * sizeof(char *))
+        cdef const char **pa = <const char **>malloc(n * sizeof(char *))
+        cdef uint64_t *nb = <uint64_t *>malloc(n * sizeof(uint64_t))
+        cdef int32_t *sidx = <int32_t *>malloc(n * sizeof(int32_t))
+        try:
+            self.blocks(count, <char *>out, <const char *>a, po, pa, nb)
+            last = self.ring_rs(chan, po, pa, nb, sidx)
+            self.ring_ag(chan, po, NULL, nb, last, sidx)
+        finally:
+            free(po); free(<void *>pa); free(nb); free(sidx)
+
+    def rd_allreduce(self, int chan, uintptr_t out, uintptr_t a, uint64_t count, object scratch):
+        """Recursive doubling for small payloads: log2(n) exchanges of the whole buffer.
+
+        Ranks beyond the largest power of two first fold into a partner and get the result
+        back at the end. scratch must hold (log2(n)+1) * nbytes."""
+        cdef int r = self.rank, n = self.size, p2 = 1, rem, k, partner, prev = -1, si, ri
+        cdef uint64_t nbytes = count * self.esize
+        cdef char *buf = <char *>out
+        cdef char *tmp
+        cdef Py_buffer view
+        self.pre_copy(buf, <const char *>a, nbytes)
+        if n == 1:
+            return
+        while p2 * 2 <= n:
+            p2 *= 2
+        rem = n - p2
+        self.keep.append(scratch)
+        tmp = <char *><uintptr_t>scratch.ctypes.data
+        if r >= p2:
+            si = self.add(NZ_SEND, chan, r - p2, buf, NULL, nbytes)
+            self.add(NZ_RECV, chan, r - p2, buf, NULL, nbytes, si, -1, NZ_DEP_FULL)
+            return
+        if r < rem:
+            ri = self.add(NZ_RECV, chan, r + p2, tmp, NULL, nbytes)
+            prev = self.add(NZ_LOCAL_REDUCE, chan, -1, buf, tmp, nbytes, ri)
+            tmp += nbytes
+        k = 1
+        while k < p2:
+            partner = r ^ k
+            si = self.add(NZ_SEND, chan, partner, buf, NULL, nbytes, prev)
+            ri = self.add(NZ_RECV, chan, partner, tmp, NULL, nbytes)
+            prev = self.add(NZ_LOCAL_REDUCE, chan, -1, buf, tmp, nbytes, ri, si)
+            tmp += nbytes
+            k *= 2
+        if r < rem:
+            self.add(NZ_SEND, chan, r + p2, buf, NULL, nbytes, prev)
+
+    def reduce_scatter(self, int chan, uintptr_t out, uintptr_t a, uint64_t block_count,
+                       uint64_t off, uint64_t cnt, object work):
+        """Ring reduce-scatter of elements [off, off+cnt) of every block; block r lands in out.
+
+        work (>= size*cnt elements) holds the partial sums of the other blocks."""
+        cdef int n = self.size, b
+        cdef uint64_t es = self.esize
+        if n == 1:
+            self.pre_copy(<char *>out + off * es, <const char *>a + off * es, cnt * es)
+            return
+        self.keep.append(work)
+        cdef char *w = <char *><uintptr_t>work.ctypes.data
+        cdef char **po = <char **>malloc(n * sizeof(char *))
+        cdef const char **pa = <const char **>malloc(n * sizeof(char *))
+        cdef uint64_t *nb = <uint64_t *>malloc(n * sizeof(uint64_t))
+        cdef int32_t *sidx = <int32_t *>malloc(n * sizeof(int32_t))
+        try:
+            for b in range(n):
+                pa[b] = <const char *>a + (b * block_count + off) * es
+                po[b] = w + b * cnt * es
+                nb[b] = cnt * es
+            po[self.rank] = <char *>out + off * es
+            self.ring_rs(chan, po, pa, nb, sidx)
+        finally:
+            free(po); free(<void *>pa); free(nb); free(sidx)
+
+    def reduce(self, int chan, int root, uintptr_t out, uintptr_t a, uint64_t count, object work):
+        """Reduce to root: ring reduce-scatter, then every rank sends its block to root."""
+        cdef int n = self.size, r = self.rank, b, last, s
+        cdef uint64_t es = self.esize
+        if n == 1:
+            self.pre_copy(<char *>out, <const char *>a, count * es)
+            return
+        cdef char *dst = <char *>out
+        if r != root:
+            self.keep.append(work)
+            dst = <char *><uintptr_t>work.ctypes.data
+        cdef char **po = <char **>malloc(n * sizeof(char *))
+        cdef const char **pa = <const char **>malloc(n * sizeof(char *))
+        cdef uint64_t *nb = <uint64_t *>malloc(n * sizeof(uint64_t))
+        cdef int32_t *sidx = <int32_t *>malloc(n * sizeof(int32_t))
+        try:
+            self.blocks(count, dst, <const char *>a, po, pa, nb)
+            last = self.ring_rs(chan, po, pa, nb, sidx)
+            if r != root:
+                self.add(NZ_SEND, chan, root, po[r], NULL, nb[r], last)
+            else:
+                for b in range(n):
+                    if b != r:
+                        # root's block b may still be leaving in the reduce-scatter
+                        s = _mod(r - b - 1, n)
+                        self.add(NZ_RECV, chan, b, po[b], NULL, nb[b], sidx[s])
+        finally:
+            free(po); free(<void *>pa); free(nb); free(sidx)
+
+    def allgather(self, int chan, uintptr_t out, uintptr_t own, uint64_t block_count,
+                  uint64_t off, uint64_t cnt):
+        """Ring allgather of elements [off, off+cnt) of every rank's block into out."""
+        cdef int n = self.size, b
+        cdef uint64_t es = self.esize
+        self.pre_copy(<char *>out + (self.rank * block_count + off) * es,
+                      <const char *>own + off * es, cnt * es)
+        if n == 1:
+            return
+        cdef char **po = <char **>malloc(n * sizeof(char *))
+        cdef uint64_t *nb = <uint64_t *>malloc(n * sizeof(uint64_t))
+        try:
+            for b in range(n):
+                po[b] = <char *>out + (b * block_count + off) * es
+                nb[b] = cnt * es
+            self.ring_ag(chan, po, <const char *>own + off * es, nb, -1, NULL)
+        finally:
+            free(po); free(nb)
+
+    def broadcast(self, int chan, int root, uintptr_t buf, uint64_t count, bint tree):
+        """Broadcast from root: a binomial tree (small) or a pipelined chain (large)."""
+        cdef int n = self.size, v = _mod(self.rank - root, n), ri = -1, k, low
+        cdef uint64_t nbytes = count * self.esize
+        cdef char *p = <char *>buf
+        if n == 1:
+            return
+        if not tree:
+            if v != 0:
+                ri = self.add(NZ_RECV, chan, self.rank - 1, p, NULL, nbytes)
+            if v != n - 1:
+                self.add(NZ_SEND, chan, self.rank + 1, p, NULL, nbytes, ri)
+            return
+        low = n
+        if v != 0:
+            low = v & -v
+            ri = self.add(NZ_RECV, chan, root + v - low, p, NULL, nbytes)
+        k = 1
+        while k * 2 < low and k * 2 < n:
+            k *= 2
+        # farthest child first: it heads the largest subtree
+        while k >= 1:
+            if k < low and v + k < n:
+                self.add(NZ_SEND, chan, root + v + k, p, NULL, nbytes, ri)
+            k //= 2
+
+    def alltoall(self, int chan, uintptr_t out, uintptr_t a, uint64_t block_count,
+                 uint64_t off, uint64_t cnt):
+        """Pairwise exchange: block j of every rank goes to rank j (all pairs in flight)."""
+        cdef int n = self.size, r = self.rank, k, dst, src
+        cdef uint64_t es = self.esize
+        self.pre_copy(<char *>out + (r * block_count + off) * es,
+                      <const char *>a + (r * block_count + off) * es, cnt * es)
+        for k in range(1, n):
+            dst = _mod(r + k, n)
+            src = _mod(r - k, n)
+            self.add(NZ_SEND, chan, dst, <char *>a + (dst * block_count + off) * es, NULL,
+                     cnt * es)
+            self.add(NZ_RECV, chan, src, <char *>out + (src * block_count + off) * es, NULL,
+                     cnt * es)
+
+    def barrier(self, int chan):
+        """Dissemination barrier: round k tells rank r+2^k that r and all it heard of arrived."""
+        cdef int n = self.size, r = self.rank, k = 1, prev = -1
+        while k < n:
+            self.hdr_send(self.ep(chan, r + k), prev, chan)
+            prev = self.hdr_recv(self.ep(chan, r - k), chan)
+            k *= 2
+
+    def send(self, int chan, int peer, uintptr_t buf, uint64_t nbytes):
+        """Point-to-point send (header, then data) on one channel."""
+        self.add(NZ_SEND, chan, peer, <char *>buf, NULL, nbytes)
+
+    def recv(self, int chan, int peer, uintptr_t buf, uint64_t nbytes):
+        """Point-to-point receive (header checked, then data) on one channel."""
+        self.add(NZ_RECV, chan, peer, <char *>buf, NULL, nbytes)
+
+    # ---- inspection (tests, error messages) ---------------------------------------
+
+    def op_info(self, int i):
+        """(kind, endpoint, nbytes, done, channel) of op i."""
+        if i < 0 or i >= self.nops:
+            return None
+        cdef nz_op_t *o = &self.ops[i]
+        return (o.kind, o.ep, o.nbytes, o.done, o.chan)
+
+    def header_expected(self):
+        """The header this rank sends and expects, as a dict."""
+        return _hdr_dict(&self.hdr)
+
+    def header_received(self, int ep):
+        """The header that arrived on endpoint ep, as a dict."""
+        return _hdr_dict(&self.hdr_in[ep])
+
+    def ops_list(self):
+        """Every op as (kind, ep, nbytes, dep0, dep1, chan): for tests of the layouts."""
+        return [(self.ops[i].kind, self.ops[i].ep, self.ops[i].nbytes, self.ops[i].dep[0],
+                 self.ops[i].dep[1], self.ops[i].chan) for i in range(self.nops)]
+
+
+cdef dict _hdr_dict(nezha_hdr_t *h):
+    return dict(magic=h.magic, seq=h.seq, coll=h.coll, dtype=h.dtype, op=h.op, algo=h.algo,
+                root=h.root, count=h.count, plan=h.plan, src_rank=h.src_rank)
+
+
+cdef class Engine:
+    """Endpoints of one communicator and the loop that runs schedules over them."""
+
+    cdef nz_engine_t e
+    cdef public int size, nchan
+    cdef object fds_keep
+
+    def __cinit__(self, list fds, int size, int nchan, list ctrl_fds, uint64_t stage_bytes):
+        cdef int i, nep = len(fds)
+        if nep != size * nchan:
+            raise ValueError("need one fd per channel and peer")
+        memset(&self.e, 0, sizeof(nz_engine_t))
+        self.size, self.nchan = size, nchan
+        self.e.nep = nep
+        self.e.eps = <nz_ep_t *>calloc(nep if nep else 1, sizeof(nz_ep_t))
+        self.e.nctrl = len(ctrl_fds)
+        self.e.ctrl_fds = <int *>calloc(len(ctrl_fds) + 1, sizeof(int))
+        self.e.nchan = nchan
+        self.e.chan_ns = <int64_t *>calloc(nchan + 1, sizeof(int64_t))
+        self.e.chan_bytes = <uint64_t *>calloc(nchan + 1, sizeof(uint64_t))
+        if not (self.e.eps and self.e.ctrl_fds and self.e.chan_ns and self.e.chan_bytes):
+            raise MemoryError()
+        for i in range(nep):
+            self.e.eps[i].fd = fds[i]
+            self.e.eps[i].chan = i // size
+            self.e.eps[i].peer = i % size
+            if fds[i] >= 0:
+                self.e.eps[i].stage = <char *>malloc(stage_bytes)
+                if self.e.eps[i].stage == NULL:
+                    raise MemoryError()
+                self.e.eps[i].stage_cap = stage_bytes
+        for i in range(len(ctrl_fds)):
+            self.e.ctrl_fds[i] = ctrl_fds[i]
+
+    def __dealloc__(self):
+        cdef int i
+        if self.e.eps != NULL:
+            for i in range(self.e.nep):
+                free(self.e.eps[i].stage)
+        free(self.e.eps)
+        free(self.e.ctrl_fds)
+        free(self.e.chan_ns)
+        free(self.e.chan_bytes)
+        free(self.e.qbuf)
+
+    def set_ctrl_fd(self, int i, int fd):
+        """Replace (or with -1 disable) control socket i."""
+        self.e.ctrl_fds[i] = fd
+
+    def start(self, Schedule s):
+        """Do the local copies and prepare the run of s."""
+        cdef int i, rc
+        with nogil:
+            for i in range(s.npre):
+                memcpy(s.pre_dst[i], s.pre_src[i], s.pre_n[i])
+            rc = nz_start(&self.e, s.ops, s.nops, s.dtype, s.op)
+        return rc
+
+    def progress(self, Schedule s, int64_t deadline_ns):
+        """Run s until done, error, deadline or a control message; returns the status code."""
+        cdef int rc
+        with nogil:
+            rc = nz_progress(&self.e, s.ops, s.nops, deadline_ns)
+            if rc == NZ_OK and s.avg_ptr != NULL:
+                nezha_avg_finish(s.avg_ptr, s.avg_count, s.dtype, s.avg_div)
+        return rc
+
+    def error(self):
+        """(err_op, err_ep, errno, ctrl index) of the last failed run."""
+        return (self.e.err_op, self.e.err_ep, self.e.err_errno, self.e.err_ctrl)
+
+    def channel_times_ns(self):
+        """Per channel: (ns from start to its last op, bytes moved) in the last run."""
+        return [(self.e.chan_ns[c], self.e.chan_bytes[c]) for c in range(self.nchan)]
+
+    def endpoint_bytes(self):
+        """Per endpoint: (bytes sent, bytes received) since the engine was made."""
+        return [(self.e.eps[i].bytes_sent, self.e.eps[i].bytes_recv) for i in range(self.e.nep)]

@@ -1,0 +1,499 @@
+"""The one table of NEZHA_* settings, their grammar, and where each value comes from.
+
+Precedence (NCCL's chain): the config dict passed by the program > environment NEZHA_<NAME>
+> NEZHA_CONF_FILE > ~/.nezha.conf > /etc/nezha.conf > default. `python -m nezha.config`
+prints docs/env.md.
+"""
+from __future__ import annotations
+
+import difflib
+import math
+import os
+import re
+from dataclasses import dataclass
+from typing import Callable, Iterator, NamedTuple
+
+from nezha.errors import InvalidUsageError
+
+PREFIX = "NEZHA_"
+SYSTEM_CONF = "/etc/nezha.conf"
+USER_CONF = "~/.nezha.conf"  # expanded with HOME from the environment being read
+
+
+class NameList(NamedTuple):
+    """A parsed NCCL-style name list: `^` exclude, `=` exact, `name[:port]` entries."""
+    exclude: bool
+    exact: bool
+    entries: tuple[tuple[str, int | None], ...]
+
+
+def parse_name_list(text: str) -> NameList:
+    """Parse `[^][=]name[:port],...` (NCCL_SOCKET_IFNAME grammar); raise ValueError if malformed."""
+    s = text.strip()
+    exclude = s.startswith("^")
+    s = s[1:] if exclude else s
+    exact = s.startswith("=")
+    s = s[1:] if exact else s
+    entries = []
+    for item in s.split(","):
+        item = item.strip()
+        if not item:
+            continue  # tolerate "eth0,eth1," like NCCL
+        name, sep, port = item.partition(":")
+        name = name.strip()
+        if not name or any(c.isspace() or c in "/^=" for c in name):
+            raise ValueError(f"bad interface name in {item!r}")
+        if sep and not (port.isdigit() and int(port) <= 65535):
+            raise ValueError(f"bad port in {item!r}")
+        entries.append((name, int(port) if sep else None))
+    if not entries:
+        raise ValueError("no names in the list")
+    return NameList(exclude, exact, tuple(entries))
+
+
+def _check_secret(text: str) -> None:
+    if not re.fullmatch(r"[0-9a-fA-F]+", text) or len(text) % 2:
+        raise ValueError("not an even number of hex digits")
+
+
+@dataclass(frozen=True)
+class Param:
+    """One NEZHA_* setting: name without prefix, type, default as a string, allowed values, help."""
+    name: str
+    type: str        # str, int, float, bool, size, list, enum, range
+    default: str
+    help: str
+    allowed: tuple[str, ...] = ()   # enum values, or the allow-list of a list
+    bound: str = ""                 # "> 0", ">= 1": lower bound of an int/float
+    syntax: str = ""                # what a str accepts, for errors and docs
+    check: Callable[[str], object] | None = None   # extra validation of a str
+    secret: bool = False            # never printed or logged
+
+    def allowed_text(self) -> str:
+        """What the value may be, in words (docs/env.md, errors)."""
+        if self.type == "size":
+            return "bytes with k/M/G suffix (1k = 1024), inf, auto (= default)"
+        if self.type == "bool":
+            return "y/n, yes/no, 1/0, true/false"
+        if self.type == "enum":
+            return ", ".join(self.allowed)
+        if self.type == "list":
+            kinds = ", ".join(self.allowed) if self.allowed else "names"
+            return f"comma list of {kinds}; leading ^ excludes"
+        if self.type == "range":
+            return "lo-hi, port numbers, inclusive"
+        if self.type in ("int", "float"):
+            number = "integer" if self.type == "int" else "number"
+            return f"{number} {self.bound}".strip() + (", inf" if self.type == "float" else "")
+        return self.syntax or "any string"
+
+    def parse(self, text: str):
+        """Typed value of `text`; raise ValueError(reason) if it is not allowed."""
+        s = text.strip()
+        if self.type == "size":
+            return _parse_size(s, self)
+        if self.type == "bool":
+            v = s.lower()
+            if v in ("y", "yes", "1", "true"):
+                return True
+            if v in ("n", "no", "0", "false"):
+                return False
+            raise ValueError("not a boolean")
+        if self.type == "int":
+            try:
+                value = int(s, 10)
+            except ValueError:
+                raise ValueError("not an integer") from None
+            return _check_bound(value, self.bound)
+        if self.type == "float":
+            try:
+                value = float(s)
+            except ValueError:
+                raise ValueError("not a number") from None
+            if math.isnan(value):
+                raise ValueError("not a number")
+            return _check_bound(value, self.bound)
+        if self.type == "enum":
+            for a in self.allowed:
+                if a.lower() == s.lower():
+                    return a
+            raise ValueError("not one of the allowed values")
+        if self.type == "list":
+            return _parse_list(s, self.allowed)
+        if self.type == "range":
+            if not s:
+                return None   # unset: any port
+            m = re.fullmatch(r"(\d+)\s*-\s*(\d+)", s)
+            if not m or not 1 <= int(m[1]) <= int(m[2]) <= 65535:
+                raise ValueError("not a port range lo-hi with 1 <= lo <= hi <= 65535")
+            return int(m[1]), int(m[2])
+        if s and self.check:
+            self.check(s)
+        return s
+
+
+_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def _parse_size(s: str, param: Param):
+    low = s.lower()
+    if low == "inf":
+        return math.inf
+    if low == "auto":
+        return _parse_size(param.default, param) if param.default.lower() != "auto" else None
+    m = re.fullmatch(r"(\d+(?:\.\d*)?)\s*(?:([kmgt])(?:i?b)?|b)?", low)
+    if not m:
+        raise ValueError("not a size")
+    return int(float(m[1]) * _SIZE_UNITS[m[2] or ""])
+
+
+def _check_bound(value, bound: str):
+    if bound:
+        op, limit = bound.split()
+        if not (value >= float(limit) if op == ">=" else value > float(limit)):
+            raise ValueError(f"must be {bound}")
+    return value
+
+
+def _parse_list(s: str, allowed: tuple[str, ...]) -> tuple[str, ...]:
+    exclude = s.startswith("^")
+    items = [x.strip() for x in (s[1:] if exclude else s).split(",") if x.strip()]
+    if not allowed:
+        return tuple(items)
+    canon = {a.lower(): a for a in allowed}
+    wild = canon.get("all")   # the allow-list's "everything" word, if it has one
+    every = tuple(a for a in allowed if a != wild)
+    picked = []
+    for x in items:
+        if x.lower() not in canon:
+            raise ValueError(f"unknown entry {x!r}")
+        picked.append(canon[x.lower()])
+    if exclude:
+        return tuple(a for a in every if a not in picked and wild not in picked)
+    if wild in picked:
+        return every
+    if not picked:
+        raise ValueError("empty list")
+    return tuple(dict.fromkeys(picked))   # drop repeats, keep order
+
+
+SUBSYSTEMS = ("INIT", "BOOT", "RAIL", "COLL", "PLAN", "HEALTH", "ENV", "ALL")
+RAIL_KINDS = ("tcp", "shm", "ina", "rdma", "all")
+
+PARAMS: dict[str, Param] = {p.name: p for p in [
+    Param("DEBUG", "enum", "WARN", allowed=("VERSION", "WARN", "INFO", "TRACE"), help=(
+        "How much nezha logs. VERSION prints only the version line when a communicator starts; "
+        "WARN adds warnings (something is probably wrong but nezha carries on); INFO adds what "
+        "nezha decided and why, for the subsystems in NEZHA_DEBUG_SUBSYS; TRACE adds detail per "
+        "operation and slows things down. Lines go to stderr, or to NEZHA_DEBUG_FILE.")),
+    Param("DEBUG_SUBSYS", "list", "INIT,BOOT,RAIL,ENV", allowed=SUBSYSTEMS, help=(
+        "Subsystems whose INFO and TRACE lines are printed: INIT (communicator setup), BOOT "
+        "(rank discovery, handle exchange), RAIL (rail discovery, connections, failures), COLL "
+        "(every collective call), PLAN (algorithm and striping choices), HEALTH (rail health "
+        "checks), ENV (settings that differ from their defaults), or ALL. A leading ^ prints "
+        "every subsystem except the listed ones (^COLL,PLAN). Warnings are printed whatever "
+        "this says.")),
+    Param("DEBUG_FILE", "str", "", syntax="file path; %h = host, %p = pid", help=(
+        "Append log lines to this file instead of writing them to stderr. %h expands to the "
+        "host name and %p to the process id, so that every rank can have its own file "
+        "(nezha.%h.%p.log).")),
+    Param("SOCKET_IFNAME", "str", "", check=parse_name_list,
+          syntax="comma list of name prefixes; ^ excludes, = exact names, :port ignored", help=(
+              "Network interfaces the TCP rail uses: each entry is one rail, in the order given, "
+              "so give the same entries on every host. An entry is a name prefix (eth matches "
+              "eth0, eth1, ..., all of them, in name order); a leading = makes every entry an "
+              "exact name; a leading ^ makes the list an exclude list (every usable interface "
+              "except these); a :port suffix is accepted and ignored for now. Unset: every up "
+              "interface with an IPv4 address except lo and names starting with docker or "
+              "virbr, or lo if nothing else exists. `nezha info` shows what this gives on a "
+              "host.")),
+    Param("SOCKET_NCONNS", "int", "1", bound=">= 1", help=(
+        "TCP connections per peer per rail. More than one helps when one flow cannot fill a "
+        "link (one core per flow, per-flow hashing across paths).")),
+    Param("SOCKET_BUFFER", "size", "4M", help=(
+        "Send and receive buffer size (SO_SNDBUF, SO_RCVBUF) asked for on every TCP rail "
+        "socket; the kernel caps it at net.core.wmem_max and rmem_max. 0 keeps the kernel's "
+        "default and its autotuning.")),
+    Param("RAILS", "list", "tcp", allowed=RAIL_KINDS, help=(
+        "Kinds of rail nezha may use: tcp (sockets over the NEZHA_SOCKET_IFNAME interfaces), "
+        "shm (shared memory between ranks on one host), ina (the in-network aggregation "
+        "service), rdma (RDMA devices); all allows every kind, and a leading ^ every kind "
+        "except the listed ones.")),
+    Param("MAX_RAILS", "int", "4", bound=">= 1", help=(
+        "Largest number of rails one operation stripes its data over.")),
+    Param("MIN_RAIL_PIECE", "size", "64k", help=(
+        "Smallest piece of a segment sent on one rail: a segment goes over fewer rails when "
+        "splitting it over all of them would give smaller pieces, because per-message costs "
+        "then outweigh the extra bandwidth. inf never splits a segment.")),
+    Param("RAIL_MAX_RATIO", "float", "8", bound=">= 1", help=(
+        "Rails slower than the fastest one divided by this ratio are left out of striping, "
+        "because the whole segment would wait for their piece. 1 uses only rails as fast as "
+        "the fastest.")),
+    Param("ALGO", "enum", "auto", allowed=("auto", "ring", "rd"), help=(
+        "Allreduce algorithm: ring (reduce-scatter then allgather, pipelined in "
+        "NEZHA_SEGMENT_SIZE segments; best for large buffers), rd (recursive doubling: "
+        "log2(size) exchanges of the whole buffer; best for small ones), or auto (rd below "
+        "NEZHA_SMALL_MSG_THRESHOLD, ring from there on).")),
+    Param("SEGMENT_SIZE", "size", "256k", help=(
+        "Pipelining unit: received data is reduced and forwarded in segments of this many "
+        "bytes, so that the network and the reduction overlap. Smaller segments start "
+        "forwarding sooner; larger ones pay less per-message overhead.")),
+    Param("SMALL_MSG_THRESHOLD", "size", "64k", help=(
+        "With NEZHA_ALGO=auto, allreduce calls on fewer bytes than this use the latency "
+        "algorithm (recursive doubling) instead of the ring. 0 always uses the ring.")),
+    Param("TIMEOUT", "float", "60", bound="> 0", help=(
+        "Seconds a blocking operation (collective, barrier, wait on a request) may take before "
+        "it raises NezhaTimeout, unless the call passes its own timeout. inf waits forever.")),
+    Param("CONNECT_TIMEOUT", "float", "30", bound="> 0", help=(
+        "Seconds allowed for reaching the peers at start-up (bootstrap exchange and rail "
+        "connections) before giving up with NezhaTimeout.")),
+    Param("JOB_SECRET", "str", "", check=_check_secret, secret=True, syntax="hex digits", help=(
+        "Secret every connection must prove it knows, so that processes of another job cannot "
+        "join or inject data. Unset: the bootstrap generates one and hands it to every rank. "
+        "It is never printed or logged.")),
+    Param("PORT_RANGE", "range", "", help=(
+        "Ports the bootstrap and the TCP rails listen on, as lo-hi (e.g. 50000-50100), for "
+        "hosts whose firewall opens only a range. Unset: the kernel picks free ports.")),
+    Param("CONF_FILE", "str", "", syntax="file path", help=(
+        "Configuration file read before ~/.nezha.conf and /etc/nezha.conf: NAME=value or "
+        "NEZHA_NAME=value lines, # starts a comment. Only the environment or the program's "
+        "config argument can set this one; a missing file is an error.")),
+    Param("TOPO_FILE", "str", "", syntax="file path", help=(
+        "Read the host topology (NICs, NUMA nodes, PCI paths) from this XML file instead of "
+        "probing the machine, when detection is wrong or for tests.")),
+    Param("TOPO_DUMP_FILE", "str", "", syntax="file path", help=(
+        "Write the detected topology to this XML file, to check it or to edit it into a "
+        "NEZHA_TOPO_FILE.")),
+    Param("PUREPYTHON", "bool", "n", help=(
+        "Use the numpy reference implementation instead of the compiled core even when the "
+        "core is built: slower, for debugging and for comparing the two.")),
+    Param("BUILD_DEBUG", "bool", "n", help=(
+        "Read by setup.py at build time (`make debug` sets it to 1): compile the core with line "
+        "tracing, for coverage and profiling. No effect at run time.")),
+]}
+
+
+def _suggest(name: str, known) -> str:
+    # Compared without the prefix, which every name shares and would make all look close.
+    bare = {k.removeprefix(PREFIX): k for k in known}
+    close = difflib.get_close_matches(name.removeprefix(PREFIX), list(bare), n=1, cutoff=0.6)
+    return f" (did you mean {bare[close[0]]}?)" if close else ""
+
+
+def _read_file(path: str, strict: bool):
+    """NAME -> value from a conf file, plus (variable, where) for names not in the table."""
+    values, unknown = {}, []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            line = re.split(r"(?:^|\s)#", line, maxsplit=1)[0].strip()
+            if not line:
+                continue
+            key, eq, value = line.removeprefix("export ").partition("=")
+            key, value = key.strip(), value.strip()
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+                value = value[1:-1]
+            if not eq or not key:
+                if strict:
+                    raise InvalidUsageError(f"{path}:{lineno}: expected NAME=value, got {line!r}")
+                continue
+            name = key.removeprefix(PREFIX)
+            if name in PARAMS:
+                values[name] = value
+            else:
+                unknown.append((PREFIX + name, f"file {path} line {lineno}"))
+    return values, unknown
+
+
+def _normalize_overrides(overrides) -> dict[str, str]:
+    out = {}
+    for key, value in (overrides or {}).items():
+        name = str(key).removeprefix(PREFIX)
+        if name not in PARAMS:
+            raise InvalidUsageError(f"unknown nezha setting {key!r} in the config argument"
+                                    f"{_suggest(name, PARAMS)}")
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            value = "y" if value else "n"
+        elif isinstance(value, (list, tuple)):
+            value = ",".join(map(str, value))
+        out[name] = str(value)
+    return out
+
+
+class Config:
+    """Typed NEZHA_* settings, each with the place its value came from."""
+
+    def __init__(self, values, raw, sources, errors=None, unknown=()):
+        self._values, self._raw, self._sources = values, raw, sources
+        self.errors: dict[str, str] = dict(errors or {})   # name -> message (strict=False)
+        self.unknown: list[tuple[str, str]] = list(unknown)  # (variable, where it was set)
+
+    @classmethod
+    def load(cls, overrides: dict | None = None, environ=None, *, strict: bool = True) -> Config:
+        """Read every setting; strict=False keeps going past bad values (kept in .errors)."""
+        cfg = cls._read(overrides, environ, strict)
+        cfg._report()
+        return cfg
+
+    @classmethod
+    def _read(cls, overrides=None, environ=None, strict=True) -> Config:
+        # Reads without logging: the logger itself configures from here.
+        env = os.environ if environ is None else environ
+        layers = [("argument", _normalize_overrides(overrides))]
+        env_values = {}
+        unknown = []
+        for var, value in env.items():
+            if var.startswith(PREFIX):
+                if var[len(PREFIX):] in PARAMS:
+                    env_values[var[len(PREFIX):]] = value
+                else:
+                    unknown.append((var, "the environment"))
+        layers.append(("environment", env_values))
+        conf = layers[0][1].get("CONF_FILE") or env_values.get("CONF_FILE", "").strip()
+        home = env.get("HOME") or os.path.expanduser("~")
+        paths = [(conf, True), (USER_CONF.replace("~", home, 1), False), (SYSTEM_CONF, False)]
+        errors = {}
+        for path, required in paths:
+            if not path or not (required or os.path.isfile(path)):
+                continue
+            try:
+                values, bad_names = _read_file(path, strict)
+            except OSError as e:
+                msg = f"NEZHA_CONF_FILE={path}: cannot read it ({e.strerror})"
+                if strict:
+                    raise InvalidUsageError(msg) from None
+                errors["CONF_FILE"] = msg
+                continue
+            layers.append((f"file {path}", values))
+            unknown += bad_names
+
+        values, raw, sources = {}, {}, {}
+        for name, p in PARAMS.items():
+            raw[name], sources[name] = p.default, "default"
+            for source, layer in layers:
+                if layer.get(name, "").strip():   # an empty value means "not set"
+                    raw[name], sources[name] = layer[name], source
+                    break
+            try:
+                values[name] = p.parse(raw[name])
+            except ValueError as e:
+                shown = "<hidden>" if p.secret else repr(raw[name])
+                errors[name] = (f"{PREFIX}{name}={shown} (set by {sources[name]}): {e}; "
+                                f"allowed: {p.allowed_text()}")
+                values[name] = p.parse(p.default)
+        if strict and errors:
+            raise InvalidUsageError("; ".join(errors.values()))
+        return cls(values, raw, sources, errors, unknown)
+
+    def _report(self) -> None:
+        """Warn once per process about unknown variables; log non-default values at INFO/ENV."""
+        from nezha import log
+        for var, where in self.unknown:
+            key = ("unknown", var, where)
+            if key not in _REPORTED:
+                _REPORTED.add(key)
+                log.warn("ENV", f"unknown variable {var} in {where} is ignored"
+                                f"{_suggest(var, [PREFIX + n for n in PARAMS])}")
+        if not log.enabled("INFO", "ENV"):
+            return
+        for name, value in self.items():
+            key = ("set", name, self._raw[name], self._sources[name])
+            if self._sources[name] == "default" or key in _REPORTED:
+                continue
+            if value != PARAMS[name].parse(PARAMS[name].default):
+                _REPORTED.add(key)
+                log.info("ENV", f"{PREFIX}{name} set by {self._sources[name]} to "
+                                f"{self.display(name)}")
+
+    @staticmethod
+    def _name(name: str) -> str:
+        n = name.removeprefix(PREFIX)
+        if n not in PARAMS:
+            raise KeyError(f"unknown nezha setting {name!r}{_suggest(n, PARAMS)}")
+        return n
+
+    def __getitem__(self, name: str):
+        """Typed value of a setting (name with or without the NEZHA_ prefix)."""
+        return self._values[self._name(name)]
+
+    def __contains__(self, name) -> bool:
+        """True if `name` (with or without NEZHA_) is a known setting."""
+        return isinstance(name, str) and name.removeprefix(PREFIX) in PARAMS
+
+    def raw(self, name: str) -> str:
+        """The setting's value as written, before parsing."""
+        return self._raw[self._name(name)]
+
+    def source(self, name: str) -> str:
+        """Where the value came from: "default", "environment", "file /path" or "argument"."""
+        return self._sources[self._name(name)]
+
+    def display(self, name: str) -> str:
+        """The value as written, fit for printing: secrets hidden, empty shown as (unset)."""
+        n = self._name(name)
+        if not self._raw[n]:
+            return "(unset)"
+        return "(set, hidden)" if PARAMS[n].secret else self._raw[n]
+
+    def items(self) -> Iterator[tuple[str, object]]:
+        """(name, typed value) for every setting, in table order."""
+        return ((n, self._values[n]) for n in PARAMS)
+
+    def __repr__(self) -> str:
+        changed = ", ".join(f"{n}={self.display(n)}" for n in PARAMS
+                            if self._sources[n] != "default")
+        return f"Config({changed})"
+
+
+_REPORTED: set = set()
+_CURRENT: Config | None = None
+
+
+def get(name: str):
+    """Typed value of one setting from the process-wide Config (environment and files)."""
+    global _CURRENT
+    if _CURRENT is None:
+        _CURRENT = Config.load()
+    return _CURRENT[name]
+
+
+def reset() -> None:
+    """Forget the process-wide Config, so the next get() reads the environment again."""
+    global _CURRENT
+    _CURRENT = None
+
+
+def env_markdown() -> str:
+    """docs/env.md: every setting with its type, default, allowed values and help."""
+    def cell(text):
+        return text.replace("|", "\\|")
+
+    lines = [
+        "# Environment variables",
+        "",
+        "<!-- Generated from nezha/config.py by `python -m nezha.config > docs/env.md`;"
+        " edit the table there. -->",
+        "",
+        "Every setting is `NEZHA_<NAME>` in the environment, `<NAME>` in a program's config dict "
+        "(`Communicator(config={\"SEGMENT_SIZE\": \"512k\"})`) and `NAME=value` (or "
+        "`NEZHA_NAME=value`) in a config file. The first place that sets it wins: config dict, "
+        "environment, `NEZHA_CONF_FILE`, `~/.nezha.conf`, `/etc/nezha.conf`, default. An empty "
+        "value counts as not set. `nezha info` prints every value with where it came from.",
+        "",
+        "Sizes take `k`, `M`, `G` suffixes (binary: `1k` = 1024) and `inf`; `auto` means the "
+        "default. Booleans are `y/n`, `yes/no`, `1/0` or `true/false`. Lists are comma-separated. "
+        "Unknown `NEZHA_*` variables produce a warning naming the closest known one.",
+        "",
+        "| Variable | Type | Default | Allowed | Meaning |",
+        "|---|---|---|---|---|",
+    ]
+    for p in PARAMS.values():
+        default = f"`{p.default}`" if p.default else "(unset)"
+        lines.append(f"| `{PREFIX}{p.name}` | {p.type} | {default} | {cell(p.allowed_text())} "
+                     f"| {cell(p.help)} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(env_markdown(), end="")

@@ -1,0 +1,141 @@
+"""`nezha info`: versions, build, every NEZHA_* setting with its source, interfaces and rails."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.metadata
+import importlib.util
+import json
+import platform
+import sys
+
+import nezha
+from nezha import config
+from nezha.errors import InvalidUsageError
+
+
+def _dist_version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _build() -> dict:
+    try:
+        importlib.import_module("nezha._core.engine")
+        importlib.import_module("nezha._core.reduce")
+    except Exception as e:   # ImportError, or anything a broken extension raises
+        return {"kind": "not built", "error": f"{type(e).__name__}: {e}"}
+    return {"kind": "compiled", "error": None}
+
+
+def _mpi() -> dict | None:
+    if importlib.util.find_spec("mpi4py") is None:
+        return None
+    try:
+        import mpi4py
+        mpi4py.rc.initialize = mpi4py.rc.finalize = False   # versions only: do not start MPI
+        from mpi4py import MPI
+        # First line up to the build details: "Open MPI v5.0.11", "MPICH Version: 4.2.0".
+        library = MPI.Get_library_version().strip("\0 \n").splitlines()[0].split(", ")[0]
+        return {"mpi4py": mpi4py.__version__, "library": library,
+                "standard": "%d.%d" % MPI.Get_version(), "error": None}
+    except Exception as e:   # libmpi missing or broken: report it, info must not fail
+        return {"mpi4py": _dist_version("mpi4py"), "library": None, "standard": None,
+                "error": f"{type(e).__name__}: {e}"}
+
+
+def _torch() -> str | None:
+    # The installed version without importing torch (seconds of start-up).
+    return _dist_version("torch") if importlib.util.find_spec("torch") else None
+
+
+def collect() -> dict:
+    """Everything `nezha info` reports, as a JSON-ready dict."""
+    from nezha.rails.tcp.ifaces import list_interfaces, select_interfaces
+    cfg = config.Config.load(strict=False)   # show bad values instead of stopping at the first
+    settings = [{"name": config.PREFIX + n, "value": cfg.display(n), "source": cfg.source(n),
+                 "error": cfg.errors.get(n)} for n in config.PARAMS]
+    interfaces = list_interfaces()
+    spec = cfg.raw("SOCKET_IFNAME")
+    rails = {"spec": spec or None, "tcp_allowed": "tcp" in cfg["RAILS"], "selected": [],
+             "error": None}
+    try:
+        rails["selected"] = [i.name for i in select_interfaces(spec, interfaces)]
+    except InvalidUsageError as e:
+        rails["error"] = str(e)
+    return {
+        "nezha": nezha.__version__,
+        "python": platform.python_version(),
+        "executable": sys.executable,
+        "numpy": _dist_version("numpy"),
+        "cython": _dist_version("Cython"),
+        "build": dict(_build(), purepython=cfg["PUREPYTHON"]),
+        "mpi": _mpi(),
+        "torch": _torch(),
+        "include": nezha.get_include(),
+        "settings": settings,
+        "interfaces": [dict(vars(i), usable=i.usable) for i in interfaces],
+        "rails": rails,
+    }
+
+
+def _text(d: dict) -> str:
+    build = d["build"]["kind"] + (f" ({d['build']['error']})" if d["build"]["error"] else "")
+    if d["build"]["purepython"]:
+        build += "; NEZHA_PUREPYTHON is set, so the numpy path is used"
+    mpi = d["mpi"]
+    if mpi is None:
+        mpi_text = "not installed"
+    elif mpi["error"]:
+        mpi_text = f"mpi4py {mpi['mpi4py']}, MPI library unusable ({mpi['error']})"
+    else:
+        mpi_text = f"mpi4py {mpi['mpi4py']}, {mpi['library']} (MPI {mpi['standard']})"
+    lines = [f"nezha {d['nezha']}",
+             f"  python    {d['python']} ({d['executable']})",
+             f"  numpy     {d['numpy'] or 'not installed'}",
+             f"  cython    {d['cython'] or 'not installed'}",
+             f"  build     {build}",
+             f"  mpi       {mpi_text}",
+             f"  torch     {d['torch'] or 'not installed'}",
+             f"  headers   {d['include']}",
+             "", "settings:"]
+    wn = max(len(s["name"]) for s in d["settings"])
+    wv = max(len(s["value"]) for s in d["settings"])
+    for s in d["settings"]:
+        line = f"  {s['name']:<{wn}}  {s['value']:<{wv}}  {s['source']}"
+        lines.append(line + (f"  INVALID: {s['error']}" if s["error"] else ""))
+    lines += ["", "interfaces:"]
+    rails = d["rails"]
+    for i in d["interfaces"]:
+        addr = f"{i['address']}/{i['prefixlen']}" if i["address"] else "no IPv4"
+        extra = ["loopback"] if i["is_loopback"] else []
+        extra += [f"mtu {i['mtu']}"] if i["mtu"] else []
+        extra += [f"{i['speed_mbps']} Mb/s"] if i["speed_mbps"] else []
+        if i["name"] in rails["selected"]:
+            extra.append(f"-> rail {rails['selected'].index(i['name'])}")
+        lines.append(f"  {i['name']:<12} {addr:<20} {'up' if i['is_up'] else 'down':<5} "
+                     + "  ".join(extra))
+    spec = f"NEZHA_SOCKET_IFNAME={rails['spec']}" if rails["spec"] else "NEZHA_SOCKET_IFNAME unset"
+    lines.append("")
+    if rails["error"]:
+        lines.append(f"tcp rails: error: {rails['error']}")
+    else:
+        off = "" if rails["tcp_allowed"] else " (but NEZHA_RAILS does not allow tcp)"
+        lines.append(f"tcp rails ({spec}): {', '.join(rails['selected'])}{off}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    """Print the report as text, or as JSON with --json."""
+    parser = argparse.ArgumentParser(prog="nezha info", description=__doc__)
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    args = parser.parse_args(argv)
+    d = collect()
+    print(json.dumps(d, indent=2) if args.json else _text(d))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

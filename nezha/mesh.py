@@ -1,0 +1,99 @@
+"""Connect every rank to every other on every rail: data channels plus a control link.
+
+The lower rank accepts and the higher rank connects; all of it progresses at once (see
+rails/tcp/connect.py). Each rail gets NEZHA_SOCKET_NCONNS data channels (lanes) per peer and
+one control connection per peer, on which a failing rank tells the others why.
+"""
+import os
+import socket
+
+from nezha import log
+from nezha.bootstrap import auth
+from nezha.errors import InvalidUsageError
+from nezha.rails.tcp.connect import establish, tune
+
+
+class Mesh:
+    """The connected sockets of one communicator and the names used in messages."""
+
+    def __init__(self, boot, rails, nconns, timeout, bufsize):
+        self.rank, self.size = boot.rank, boot.size
+        self.rails, self.nconns = rails, nconns
+        self.nchan = len(rails) * nconns
+        me = {"host": socket.gethostname(), "pid": os.getpid(),
+              "rails": [dict(name=r.name, **r.listen()) for r in rails]}
+        try:
+            self.peers = boot.allgather(me)
+            self._check_rails()
+            self.socks = self._connect(boot.secret, timeout, bufsize)
+        finally:
+            for r in rails:
+                r.close()  # listeners are needed only while connecting
+
+    def _check_rails(self):
+        counts = {len(p["rails"]) for p in self.peers}
+        if len(counts) != 1:
+            desc = "; ".join(f"rank {i} ({p['host']}): {[r['name'] for r in p['rails']] or 'none'}"
+                             for i, p in enumerate(self.peers))
+            raise InvalidUsageError(
+                "nezha: ranks found different numbers of rails (NEZHA_SOCKET_IFNAME must give "
+                f"the same number of interfaces on every host): {desc}")
+
+    def chan_name(self, chan):
+        """Rail name of a channel, with the lane when there are several."""
+        name = self.rails[chan // self.nconns].name
+        return f"{name}#{chan % self.nconns}" if self.nconns > 1 else name
+
+    def peer_name(self, peer):
+        """'host pid N' of a rank."""
+        p = self.peers[peer]
+        return f"{p['host']} pid {p['pid']}"
+
+    def peer_addr(self, peer, chan):
+        """The address a peer uses on a channel's rail."""
+        return self.peers[peer]["rails"][chan // self.nconns]["addr"]
+
+    def _connect(self, secret, timeout, bufsize):
+        targets, expected = {}, set()
+        for peer in range(self.size):
+            if peer == self.rank:
+                continue
+            for ri, rail in enumerate(self.rails):
+                keys = [(peer, ri * self.nconns + lane, auth.PURPOSE_DATA)
+                        for lane in range(self.nconns)]
+                keys.append((peer, ri, auth.PURPOSE_CTRL))
+                for key in keys:
+                    if peer < self.rank:
+                        h = self.peers[peer]["rails"][ri]
+                        targets[key] = (h["addr"], h["port"], rail.address)
+                    else:
+                        expected.add(key)
+        names = {p: self.peer_name(p) for p in range(self.size)}
+        names.update({("chan", c): self.chan_name(c) for c in range(self.nchan)})
+        listeners = [r.listener for r in self.rails]
+        socks = establish(self.rank, secret, listeners, targets, expected, timeout, names)
+        for (peer, chan, purpose), s in socks.items():
+            tune(s, bufsize if purpose == auth.PURPOSE_DATA else 0)
+        log.info("INIT", f"connected to {self.size - 1} peers over "
+                 f"{[r.name for r in self.rails]} x {self.nconns} lanes "
+                 f"({len(socks)} connections)")
+        return socks
+
+    def data_fds(self):
+        """fd per (channel, peer) in engine order (channel * size + peer), -1 for self."""
+        return [self.socks[(p, c, auth.PURPOSE_DATA)].fileno() if p != self.rank else -1
+                for c in range(self.nchan) for p in range(self.size)]
+
+    def ctrl_socks(self):
+        """[(peer, rail index, socket)] of the control connections."""
+        return [(p, ri, s) for (p, ri, purpose), s in sorted(self.socks.items())
+                if purpose == auth.PURPOSE_CTRL]
+
+    def close(self):
+        """Close every connection."""
+        for s in self.socks.values():
+            try:
+                s.close()
+            except OSError:
+                pass
+        self.socks = {}

