@@ -116,7 +116,7 @@ def markdown(rows, backends, meta):
     for r in rows:
         lat = {b: r[b]["avg_us"] if b in r else None for b in backends}
         cells = [str(r["size"])] + [_fmt(lat[b], ".2f") for b in backends]
-        cells += [_fmt(r[b]["busbw_gbps"] if b in r else None, ".4g") for b in backends]
+        cells += [_fmt(r[b]["busbw_gbps"] if b in r else None, ".4f") for b in backends]
         for b in backends:
             if b != "nezha":
                 ok = lat.get("nezha") and lat[b]

@@ -67,6 +67,10 @@ class Communicator:
         self._boot = boot = discover(mpi_comm, cfg["CONNECT_TIMEOUT"])
         self.rank, self.size, self.local_rank = boot.rank, boot.size, boot.local_rank
         log.set_rank(self.rank)
+        if "tcp" not in cfg["RAILS"]:
+            raise InvalidUsageError(f"nezha: NEZHA_RAILS={cfg.raw('RAILS')} leaves no rail: this "
+                                    "version builds the tcp rail only (shm, ina and rdma are "
+                                    "planned)")
         ifaces = select_interfaces(cfg["SOCKET_IFNAME"])[: cfg["MAX_RAILS"]]
         tcp = [TcpRail(i, cfg["PORT_RANGE"]) for i in ifaces]
         log.info("INIT", f"rank {self.rank}/{self.size} local_rank {self.local_rank} "
@@ -79,6 +83,7 @@ class Communicator:
         self._engine = _eng.Engine(mesh.data_fds(), self.size, self.nchan,
                                    [s.fileno() for _, _, s in self._ctrl],
                                    int(seg if seg != math.inf else 1 << 20))
+        self._engine.set_spin(cfg["SPIN_US"] * 1e-6)
         self.planner = Planner(self.nchan, cfg)
         self._seq = 0
         self._p2p_out = collections.Counter()
@@ -534,14 +539,14 @@ class Communicator:
         kind = (_KIND_MISMATCH if isinstance(exc, CollectiveMismatch) else
                 _KIND_TIMEOUT if isinstance(exc, NezhaTimeout) else
                 _KIND_PEER if isinstance(exc, PeerError) else _KIND_OTHER)
-        if not getattr(exc, "_remote", False):
-            text = str(exc).encode()[:4000]
-            frame = _CTRL.pack(_ABORT, kind, len(text)) + text
-            for _, _, sock in self._ctrl:
-                try:
-                    sock.send(frame)
-                except OSError:
-                    pass
+        # Relay remote aborts too: a rank that only sees us close must still learn why.
+        text = str(exc).encode()[:4000]
+        frame = _CTRL.pack(_ABORT, kind, len(text)) + text
+        for _, _, sock in self._ctrl:
+            try:
+                sock.send(frame)
+            except OSError:
+                pass
         with self._cv:
             pending = list(self._queue)
             self._queue.clear()
@@ -630,6 +635,7 @@ def _read_ctrl(sock, wait):
 def _remote_error(msg, peer, peer_name, req):
     kind, text = msg
     head = f"rank {peer} ({peer_name}) aborted while this rank ran {req.name} #{req.seq}: "
+    text = text.removeprefix("nezha: ")
     cls = CollectiveMismatch if kind == _KIND_MISMATCH else PeerError
     exc = cls(f"nezha: {head}{text}")
     exc._remote = True

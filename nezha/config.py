@@ -258,15 +258,16 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
         "Configuration file read before ~/.nezha.conf and /etc/nezha.conf: NAME=value or "
         "NEZHA_NAME=value lines, # starts a comment. Only the environment or the program's "
         "config argument can set this one; a missing file is an error.")),
-    Param("TOPO_FILE", "str", "", syntax="file path", help=(
-        "Read the host topology (NICs, NUMA nodes, PCI paths) from this XML file instead of "
-        "probing the machine, when detection is wrong or for tests.")),
-    Param("TOPO_DUMP_FILE", "str", "", syntax="file path", help=(
-        "Write the detected topology to this XML file, to check it or to edit it into a "
-        "NEZHA_TOPO_FILE.")),
-    Param("PUREPYTHON", "bool", "n", help=(
-        "Use the numpy reference implementation instead of the compiled core even when the "
-        "core is built: slower, for debugging and for comparing the two.")),
+    Param("SPIN_US", "float", "200", bound=">= 0", help=(
+        "Microseconds the progress loop keeps retrying (yielding the CPU between tries) "
+        "before it sleeps in poll() when nothing moves. Small messages arrive within this "
+        "window, and a wake-up from poll() costs more than the retries; 0 sleeps at once.")),
+    Param("LAB_NAME", "str", "", syntax="short name (letters, digits)", help=(
+        "Default lab for the `nezha lab` commands, so that two labs on one machine (a test "
+        "run and a demo) keep apart; unset means nz. `nezha lab run` sets it for the ranks.")),
+    Param("LAB_HOST", "str", "", syntax="host index", help=(
+        "Set by `nezha lab run` in every rank: the lab host (network namespace) the rank "
+        "runs in. Read-only information; nezha itself does not need it.")),
     Param("BUILD_DEBUG", "bool", "n", help=(
         "Read by setup.py at build time (`make debug` sets it to 1): compile the core with line "
         "tracing, for coverage and profiling. No effect at run time.")),

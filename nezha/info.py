@@ -71,7 +71,7 @@ def collect() -> dict:
         "executable": sys.executable,
         "numpy": _dist_version("numpy"),
         "cython": _dist_version("Cython"),
-        "build": dict(_build(), purepython=cfg["PUREPYTHON"]),
+        "build": _build(),
         "mpi": _mpi(),
         "torch": _torch(),
         "include": nezha.get_include(),
@@ -83,8 +83,6 @@ def collect() -> dict:
 
 def _text(d: dict) -> str:
     build = d["build"]["kind"] + (f" ({d['build']['error']})" if d["build"]["error"] else "")
-    if d["build"]["purepython"]:
-        build += "; NEZHA_PUREPYTHON is set, so the numpy path is used"
     mpi = d["mpi"]
     if mpi is None:
         mpi_text = "not installed"

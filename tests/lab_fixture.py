@@ -72,7 +72,7 @@ def _lab_env():
     """Checks once per session that labs can be built (else skips) and installs cleanup hooks."""
     why = _skip_reason()
     if why:
-        pytest.skip(f"lab tests need root and usable `ip netns`: {why}")
+        pytest.skip(f"lab tests skipped: {why}")
     _sweep_stale()
     atexit.register(_cleanup_all)
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:

@@ -34,8 +34,8 @@ def test_table_is_complete_and_defaults_parse():
     for name in ["DEBUG", "DEBUG_SUBSYS", "DEBUG_FILE", "SOCKET_IFNAME", "SOCKET_NCONNS",
                  "SOCKET_BUFFER", "RAILS", "MAX_RAILS", "MIN_RAIL_PIECE", "RAIL_MAX_RATIO",
                  "ALGO", "SEGMENT_SIZE", "SMALL_MSG_THRESHOLD", "TIMEOUT", "CONNECT_TIMEOUT",
-                 "JOB_SECRET", "PORT_RANGE", "CONF_FILE", "TOPO_FILE", "TOPO_DUMP_FILE",
-                 "PUREPYTHON"]:
+                 "JOB_SECRET", "PORT_RANGE", "CONF_FILE",
+                 "SPIN_US"]:
         assert name in PARAMS, name
     for p in PARAMS.values():
         assert p.help.strip() and p.type in ("str", "int", "float", "bool", "size", "list",
@@ -52,7 +52,7 @@ def test_defaults(env):
     assert cfg["RAILS"] == ("tcp",)
     assert cfg["MAX_RAILS"] == 4 and cfg["SOCKET_NCONNS"] == 1
     assert cfg["RAIL_MAX_RATIO"] == 8.0 and cfg["TIMEOUT"] == 60.0
-    assert cfg["ALGO"] == "auto" and cfg["PORT_RANGE"] is None and cfg["PUREPYTHON"] is False
+    assert cfg["ALGO"] == "auto" and cfg["PORT_RANGE"] is None and cfg["SPIN_US"] == 200
     assert cfg["NEZHA_ALGO"] == "auto"   # the prefix is optional
     assert {cfg.source(n) for n in PARAMS} == {"default"}
     assert [n for n, _ in cfg.items()] == list(PARAMS)
@@ -78,7 +78,7 @@ def test_bad_sizes(text):
     ("n", False), ("no", False), ("0", False), ("false", False), ("No", False),
 ])
 def test_bools(text, value):
-    assert parse("PUREPYTHON", text) is value
+    assert parse("BUILD_DEBUG", text) is value
 
 
 def test_lists_and_enums():
@@ -97,7 +97,7 @@ def test_lists_and_enums():
 
 @pytest.mark.parametrize("name,text,allowed", [
     ("SEGMENT_SIZE", "12q", "k/M/G"),
-    ("PUREPYTHON", "maybe", "yes/no"),
+    ("BUILD_DEBUG", "maybe", "yes/no"),
     ("ALGO", "tree", "auto, ring, rd"),
     ("RAILS", "tcp,foo", "tcp, shm, ina, rdma"),
     ("DEBUG_SUBSYS", "INIT,NET", "INIT, BOOT"),
@@ -173,10 +173,10 @@ def test_conf_file_errors(env, tmp_path):
 
 
 def test_overrides(env):
-    cfg = Config.load({"SEGMENT_SIZE": "512k", "NEZHA_PUREPYTHON": True, "RAILS": ["tcp", "shm"],
+    cfg = Config.load({"SEGMENT_SIZE": "512k", "NEZHA_BUILD_DEBUG": True, "RAILS": ["tcp", "shm"],
                        "TIMEOUT": None}, environ=dict(env, NEZHA_SEGMENT_SIZE="1M"))
     assert cfg["SEGMENT_SIZE"] == 512 * 1024 and cfg.source("SEGMENT_SIZE") == "argument"
-    assert cfg["PUREPYTHON"] is True and cfg["RAILS"] == ("tcp", "shm")
+    assert cfg["BUILD_DEBUG"] is True and cfg["RAILS"] == ("tcp", "shm")
     assert cfg.source("TIMEOUT") == "default"
     # A typo in the program's own dict is the program's bug: an error, not a warning.
     with pytest.raises(InvalidUsageError, match="SEGMENT_SIZ.*did you mean SEGMENT_SIZE"):

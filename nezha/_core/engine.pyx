@@ -477,6 +477,10 @@ cdef class Engine:
         free(self.e.chan_bytes)
         free(self.e.qbuf)
 
+    def set_spin(self, double seconds):
+        """Busy-poll this long before sleeping when nothing moves."""
+        self.e.spin_ns = <int64_t>(seconds * 1e9)
+
     def set_ctrl_fd(self, int i, int fd):
         """Replace (or with -1 disable) control socket i."""
         self.e.ctrl_fds[i] = fd

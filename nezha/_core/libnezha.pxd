@@ -73,6 +73,7 @@ cdef extern from "nezha/nezha_engine.h" nogil:
         int64_t *chan_ns
         uint64_t *chan_bytes
         int32_t nchan
+        int64_t spin_ns
         int32_t *qbuf
         int64_t qcap
 

@@ -98,6 +98,10 @@ class EnvBootstrap(Bootstrap):
         try:
             _send_json(s, [self.round, obj], deadline)
             return _recv_json(s, deadline)
+        except OSError as exc:
+            raise PeerError(f"nezha: rank {self.rank}: bootstrap: rank 0 at {self.addr}:{self.port} "
+                            f"dropped the exchange ({exc}); it probably failed to start, see its "
+                            "output", peer=0) from None
         finally:
             s.close()
 

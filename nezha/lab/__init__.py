@@ -217,6 +217,8 @@ def available():
             _nn.ip("link", "set", "lo", "up", ns=probe, timeout=10)
         finally:
             _nn.ip("netns", "del", probe, timeout=10, check=False)
+    except LabPermissionError as e:
+        return False, str(e)
     except (LabError, OSError) as e:
         return False, f"ip netns is not usable here: {e}"
     return True, ""

@@ -33,6 +33,8 @@ class _Conn:
 
 def _describe(key, names):
     peer, chan, purpose = key
+    if purpose == auth.PURPOSE_STORE:
+        return f"rank {peer}'s bootstrap connection"
     kind = "control" if purpose == auth.PURPOSE_CTRL else "data"
     return f"rank {peer} ({names.get(peer, '?')}) {kind} connection on {names.get(('chan', chan), chan)}"
 

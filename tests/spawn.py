@@ -1,0 +1,47 @@
+"""Start N ranks as plain processes with a torchrun-style environment (no MPI)."""
+import json
+import os
+import socket
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORKER = os.path.join(ROOT, "tests", "workers", "scenarios.py")
+
+
+def free_port():
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def spawn(n, scenario, env=None, rank_env=None, timeout=60):
+    """Run tests/workers/scenarios.py SCENARIO as n ranks; [(returncode, result dict, output)]."""
+    port = free_port()
+    procs = []
+    for r in range(n):
+        e = dict(os.environ, PYTHONPATH=ROOT, RANK=str(r), WORLD_SIZE=str(n),
+                 MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), NEZHA_SOCKET_IFNAME="lo",
+                 NEZHA_JOB_SECRET="00" * 16)
+        for k in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"):
+            e.pop(k, None)
+        e.update(env or {})
+        e.update((rank_env or {}).get(r, {}))
+        procs.append(subprocess.Popen([sys.executable, WORKER, scenario], env=e, text=True,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+    results = []
+    try:
+        for p in procs:
+            out, _ = p.communicate(timeout=timeout)
+            res = None
+            for line in out.splitlines():
+                if line.startswith("RESULT "):
+                    res = json.loads(line[7:])
+            results.append((p.returncode, res, out))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    return results
