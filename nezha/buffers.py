@@ -34,7 +34,9 @@ def as_array(buf, name, writable):
                          "np.ascontiguousarray(...) or a contiguous slice")
     if writable and not arr.flags.writeable:
         raise ValueError(f"nezha: {name} is read-only but the operation writes into it")
-    if dt is None and arr.dtype.name == "bfloat16" and arr.dtype.itemsize == 2:
+    if dt is None:
+        dt = _FAST.get(arr.dtype)  # the common case, one dict lookup
+    if dt is None and arr.dtype.kind == "V" and arr.dtype.name == "bfloat16":
         dt = DType.BFLOAT16  # ml_dtypes' numpy bfloat16
     if dt is None:
         try:
@@ -58,6 +60,8 @@ def _from_dlpack(obj, name):
         raise TypeError(f"nezha: {name}: cannot use this DLPack object: {exc}") from None
 
 
-def address(arr):
-    """Address of the first byte of a numpy array."""
-    return arr.__array_interface__["data"][0]
+from nezha._core.engine import address  # noqa: E402  (re-exported: first byte of a buffer)
+
+_FAST = {np.dtype(t): DType[t.upper()] for t in (
+    "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16",
+    "float32", "float64")}

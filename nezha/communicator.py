@@ -17,8 +17,9 @@ from nezha.buffers import address, as_array
 from nezha.config import Config
 from nezha.errors import (CollectiveMismatch, InvalidUsageError, NezhaError, NezhaTimeout,
                           PeerError, RailSystemError)
+from nezha.costmodel import GLOBAL_MIN_BYTES
 from nezha.mesh import Mesh
-from nezha.planner import ALGO_NAMES, ALGO_RD, ALGO_TREE, Plan, Planner
+from nezha.planner import ALGO_DIRECT, ALGO_NAMES, ALGO_RD, ALGO_TREE, Plan, Planner
 from nezha.rails.tcp.device import TcpRail
 from nezha.rails.tcp.ifaces import select_interfaces
 from nezha.request import Request
@@ -28,6 +29,13 @@ COLL_NAMES = {_eng.COLL_ALLREDUCE: "allreduce", _eng.COLL_BROADCAST: "broadcast"
               _eng.COLL_REDUCE: "reduce", _eng.COLL_ALLGATHER: "allgather",
               _eng.COLL_REDUCE_SCATTER: "reduce_scatter", _eng.COLL_ALLTOALL: "alltoall",
               _eng.COLL_BARRIER: "barrier", _eng.COLL_SENDRECV: "send/recv"}
+
+# (dtype -> {op: ReduceOp}) for the ops each dtype allows; the slow path explains refusals.
+_OPS_OK = {dt: {o: o for o in ReduceOp if not (
+    (o in (ReduceOp.BAND, ReduceOp.BOR, ReduceOp.BXOR) and dt.is_float)
+    or (o == ReduceOp.AVG and not dt.is_float))} for dt in DType}
+for _d in _OPS_OK.values():
+    _d.update({int(o): o for o in list(_d)})
 
 # Control message: magic, kind, length, then UTF-8 text.
 _CTRL = struct.Struct("<4sII")
@@ -84,7 +92,7 @@ class Communicator:
                                    [s.fileno() for _, _, s in self._ctrl],
                                    int(seg if seg != math.inf else 1 << 20))
         self._engine.set_spin(cfg["SPIN_US"] * 1e-6)
-        self.planner = Planner(self.nchan, cfg)
+        self.planner = Planner(self.nchan, cfg, [mesh.chan_name(c) for c in range(self.nchan)])
         self._seq = 0
         self._p2p_out = collections.Counter()
         self._p2p_in = collections.Counter()
@@ -93,6 +101,8 @@ class Communicator:
         self._busy = False
         self._worker = None
         self._last_plan = None
+        self._waiters = 0
+        self._cache = {}  # (call, buffers, model version) -> (schedule, plan)
 
     # ---- properties ------------------------------------------------------------------
 
@@ -112,14 +122,24 @@ class Communicator:
         times = self._engine.channel_times_ns()
         return {"rank": self.rank, "size": self.size, "collectives": self._seq, "rails": rails,
                 "last_plan": repr(self._last_plan),
+                "model": self.planner.model.summary(),
                 "last_channels": [{"channel": self._mesh.chan_name(c), "ns": t, "bytes": b}
                                   for c, (t, b) in enumerate(times)]}
 
     def algorithm_for(self, nbytes, coll="allreduce"):
-        """Name of the algorithm the planner picks for an allreduce of nbytes."""
-        return ALGO_NAMES[self.planner.allreduce(max(nbytes, 0), 1).algo]
+        """Name of the algorithm the planner picks for nbytes of a collective."""
+        small = nbytes < self.planner.small
+        if coll == "allreduce":
+            forced = self.planner.algo
+            return forced if forced != "auto" else ("rd" if small else "ring")
+        if coll == "broadcast":
+            return "tree" if small else "chain"
+        return "direct" if coll == "alltoall" else "ring"
 
     # ---- collectives -----------------------------------------------------------------
+    # Each _name() checks its arguments (raising before anything is sent) and queues a
+    # request with two functions: plan() and build(schedule, plan), run when the request
+    # reaches the head of the queue (so that every rank plans it after the same history).
 
     def allreduce(self, sendbuf, recvbuf=None, op=ReduceOp.SUM):
         """Reduce sendbuf over all ranks into recvbuf (into sendbuf when recvbuf is None)."""
@@ -136,10 +156,8 @@ class Communicator:
             out, result = self._same_shape(recvbuf, "recvbuf", a, dt), recvbuf
         op = self._op(op, dt)
         es, count = dt.itemsize, a.size
-        plan = self.planner.allreduce(count, es)
-        keep = [a, out]
 
-        def build(s):
+        def build(s, plan):
             for chan, off, cnt in plan.slices:
                 o, p = address(out) + off * es, address(a) + off * es
                 if plan.algo == ALGO_RD:
@@ -150,8 +168,9 @@ class Communicator:
             if op == ReduceOp.AVG:
                 s.set_avg(address(out), count, float(self.size))
 
-        return self._submit("allreduce", _eng.COLL_ALLREDUCE, dt, op, count, -1, plan, build,
-                            result, keep)
+        return self._submit("allreduce", _eng.COLL_ALLREDUCE, dt, op, count, -1,
+                            lambda: self.planner.allreduce(count, es), build, result, [a, out],
+                            ckey=(address(a), address(out)))
 
     def reduce(self, sendbuf, recvbuf=None, op=ReduceOp.SUM, root=0):
         """Reduce sendbuf over all ranks into recvbuf on root (in place when None there)."""
@@ -172,10 +191,8 @@ class Communicator:
             out, result = None, None
         op = self._op(op, dt)
         es, count = dt.itemsize, a.size
-        plan = Plan(self.planner.split(count, es), 1)
-        keep = [a, out]
 
-        def build(s):
+        def build(s, plan):
             for chan, off, cnt in plan.slices:
                 work = None if at_root else np.empty(cnt * es + 1, np.uint8)
                 o = address(out) + off * es if at_root else 0
@@ -183,8 +200,9 @@ class Communicator:
             if op == ReduceOp.AVG and at_root:
                 s.set_avg(address(out), count, float(self.size))
 
-        return self._submit("reduce", _eng.COLL_REDUCE, dt, op, count, root, plan, build,
-                            result, keep)
+        return self._submit("reduce", _eng.COLL_REDUCE, dt, op, count, root,
+                            lambda: self.planner.blocks("reduce", count, es), build, result,
+                            [a, out], ckey=(address(a), address(out) if at_root else 0))
 
     def broadcast(self, buf, root=0):
         """Copy buf from root to every rank."""
@@ -198,14 +216,14 @@ class Communicator:
         root = self._root(root)
         a, dt = as_array(buf, "buf", writable=self.rank != root)
         es, count = dt.itemsize, a.size
-        plan = self.planner.broadcast(count, es)
 
-        def build(s):
+        def build(s, plan):
             for chan, off, cnt in plan.slices:
                 s.broadcast(chan, root, address(a) + off * es, cnt, plan.algo == ALGO_TREE)
 
-        return self._submit("broadcast", _eng.COLL_BROADCAST, dt, 0, count, root, plan, build,
-                            buf, [a])
+        return self._submit("broadcast", _eng.COLL_BROADCAST, dt, 0, count, root,
+                            lambda: self.planner.broadcast(count, es), build, buf, [a],
+                            ckey=(address(a),))
 
     def allgather(self, sendbuf, recvbuf):
         """Gather every rank's sendbuf into recvbuf (rank i's at block i) on all ranks."""
@@ -219,15 +237,16 @@ class Communicator:
         a, dt = as_array(sendbuf, "sendbuf", writable=False)
         out = self._sized(recvbuf, "recvbuf", dt, a.size * self.size,
                           f"size * len(sendbuf) = {self.size} * {a.size}")
+        self._no_overlap(a, out, allow_same=False)
         es, c = dt.itemsize, a.size
-        plan = self.planner.blocks(c, es)
 
-        def build(s):
+        def build(s, plan):
             for chan, off, cnt in plan.slices:
                 s.allgather(chan, address(out), address(a), c, off, cnt)
 
-        return self._submit("allgather", _eng.COLL_ALLGATHER, dt, 0, c, -1, plan, build,
-                            recvbuf, [a, out])
+        return self._submit("allgather", _eng.COLL_ALLGATHER, dt, 0, c, -1,
+                            lambda: self.planner.blocks("allgather", c, es), build, recvbuf,
+                            [a, out], ckey=(address(a), address(out)))
 
     def reduce_scatter(self, sendbuf, recvbuf, op=ReduceOp.SUM):
         """Reduce sendbuf over all ranks; rank i gets block i of the result in recvbuf."""
@@ -244,20 +263,20 @@ class Communicator:
                              f"of the number of ranks {self.size}")
         c = a.size // self.size
         out = self._sized(recvbuf, "recvbuf", dt, c, f"len(sendbuf) / size = {c}")
-        self._no_overlap(a, out)
+        self._no_overlap(a, out, allow_same=False)
         op = self._op(op, dt)
         es = dt.itemsize
-        plan = self.planner.blocks(c, es)
 
-        def build(s):
+        def build(s, plan):
             for chan, off, cnt in plan.slices:
                 s.reduce_scatter(chan, address(out), address(a), c, off, cnt,
                                  np.empty(self.size * cnt * es + 1, np.uint8))
             if op == ReduceOp.AVG:
                 s.set_avg(address(out), c, float(self.size))
 
-        return self._submit("reduce_scatter", _eng.COLL_REDUCE_SCATTER, dt, op, c, -1, plan,
-                            build, recvbuf, [a, out])
+        return self._submit("reduce_scatter", _eng.COLL_REDUCE_SCATTER, dt, op, c, -1,
+                            lambda: self.planner.blocks("reduce_scatter", c, es), build,
+                            recvbuf, [a, out], ckey=(address(a), address(out)))
 
     def alltoall(self, sendbuf, recvbuf):
         """Block j of sendbuf goes to rank j, which stores it as block i (from rank i)."""
@@ -275,14 +294,14 @@ class Communicator:
         out = self._sized(recvbuf, "recvbuf", dt, a.size, "len(sendbuf)")
         self._no_overlap(a, out, allow_same=False)
         c, es = a.size // self.size, dt.itemsize
-        plan = self.planner.blocks(c, es)
 
-        def build(s):
+        def build(s, plan):
             for chan, off, cnt in plan.slices:
                 s.alltoall(chan, address(out), address(a), c, off, cnt)
 
-        return self._submit("alltoall", _eng.COLL_ALLTOALL, dt, 0, c, -1, plan, build,
-                            recvbuf, [a, out])
+        return self._submit("alltoall", _eng.COLL_ALLTOALL, dt, 0, c, -1,
+                            lambda: self.planner.blocks("alltoall", c, es, ALGO_DIRECT), build,
+                            recvbuf, [a, out], ckey=(address(a), address(out)))
 
     def barrier(self):
         """Return only when every rank has entered the barrier."""
@@ -293,9 +312,11 @@ class Communicator:
         return self._kick(self._barrier())
 
     def _barrier(self):
-        plan = Plan([(0, 0, 0)], 0)
-        return self._submit("barrier", _eng.COLL_BARRIER, DType.UINT8, 0, 0, -1, plan,
-                            lambda s: s.barrier(0), None, [])
+        def build(s, plan):
+            s.barrier(plan.slices[0][0])
+
+        return self._submit("barrier", _eng.COLL_BARRIER, DType.UINT8, 0, 0, -1,
+                            self.planner.single, build, None, [], ckey=())
 
     def send(self, buf, dest):
         """Send buf to rank dest (matched in order with dest's recv calls from this rank)."""
@@ -310,9 +331,11 @@ class Communicator:
         dest = self._peer(dest, "dest")
         seq = self._p2p_out[dest]
         self._p2p_out[dest] += 1
-        plan = Plan([(0, 0, a.size)], 0)
-        return self._submit("send", _eng.COLL_SENDRECV, dt, 0, a.size, self.rank, plan,
-                            lambda s: s.send(0, dest, address(a), a.nbytes), None, [a], seq=seq)
+        # point-to-point stays on channel 0: its order must match the peer's receives
+        return self._submit("send", _eng.COLL_SENDRECV, dt, 0, a.size, self.rank,
+                            lambda: Plan([(0, 0, a.size)], 0),
+                            lambda s, plan: s.send(0, dest, address(a), a.nbytes), None, [a],
+                            seq=seq)
 
     def recv(self, buf, source):
         """Receive into buf from rank source; sizes and dtypes must match the send."""
@@ -327,13 +350,18 @@ class Communicator:
         source = self._peer(source, "source")
         seq = self._p2p_in[source]
         self._p2p_in[source] += 1
-        plan = Plan([(0, 0, a.size)], 0)
-        return self._submit("recv", _eng.COLL_SENDRECV, dt, 0, a.size, source, plan,
-                            lambda s: s.recv(0, source, address(a), a.nbytes), buf, [a], seq=seq)
+        return self._submit("recv", _eng.COLL_SENDRECV, dt, 0, a.size, source,
+                            lambda: Plan([(0, 0, a.size)], 0),
+                            lambda s, plan: s.recv(0, source, address(a), a.nbytes), buf, [a],
+                            seq=seq)
 
     # ---- argument checks (before anything is sent) -----------------------------------
 
     def _op(self, op, dt):
+        try:
+            return _OPS_OK[dt][op]
+        except (KeyError, TypeError):
+            pass
         try:
             op = ReduceOp(op)
         except ValueError:
@@ -382,19 +410,15 @@ class Communicator:
 
     # ---- execution -------------------------------------------------------------------
 
-    def _submit(self, name, coll, dt, op, count, root, plan, build, result, keep, seq=None):
+    def _submit(self, name, coll, dt, op, count, root, plan, build, result, keep, seq=None,
+                ckey=None):
         self._check_usable()
         if seq is None:
             seq = self._seq
             self._seq += 1
-        s = _eng.Schedule(self.rank, self.size, self.nchan, coll, seq & 0xFFFFFFFF, int(dt),
-                          int(op), count, root, plan.algo, plan.hash)
-        build(s)
         req = Request(self, name, seq, result)
-        req.schedule, req.keep, req.plan = s, keep, plan
-        if log.enabled("INFO", "COLL"):
-            log.info("COLL", f"{name} #{seq} count {count} {DType(dt).name.lower()} "
-                     f"op {ReduceOp(op).name if coll in (1, 3, 5) else '-'} root {root} {plan}")
+        req.keep = keep
+        req.spec = (coll, int(dt), int(op), count, root, plan, build, ckey)
         with self._cv:
             self._queue.append(req)
         return req
@@ -444,20 +468,72 @@ class Communicator:
                 self._fail(exc)
 
     def _execute(self, req):
-        eng, s = self._engine, req.schedule
-        self._last_plan = req.plan
+        coll, dt, op, count, root, planfn, build, ckey = req.spec
+        # Same call on the same buffers as before, and the model has not changed since:
+        # run the schedule built then (small collectives are dominated by this cost).
+        key = None if ckey is None else (coll, dt, op, count, root, ckey, self.planner.version)
+        hit = self._cache.get(key) if key is not None else None
+        if hit is not None:
+            s, plan = hit
+            s.reset(req.seq & 0xFFFFFFFF)
+        else:
+            plan = planfn()
+            s = _eng.Schedule(self.rank, self.size, self.nchan, coll, req.seq & 0xFFFFFFFF, dt,
+                              op, count, root, plan.algo, plan.hash)
+            build(s, plan)
+            if key is not None:
+                if len(self._cache) >= 64:
+                    self._cache.pop(next(iter(self._cache)))
+                self._cache[key] = (s, plan)
+        req.schedule, req.plan = s, plan
+        if log.enabled("INFO", "COLL"):
+            log.info("COLL", f"{req.name} #{req.seq} count {count} {DType(dt).name.lower()} "
+                     f"root {root} {plan}")
+        self._run(req, s)
+        self._last_plan = plan
+        # Feed the cost model only from what can teach it something: striped payloads, or
+        # large ones (one channel's rate). One rail never records (it costs nothing extra).
+        if plan.key is not None and self.nchan > 1 and (
+                len(plan.slices) > 1 or count * plan.esize >= GLOBAL_MIN_BYTES):
+            times = self._engine.channel_times_ns()
+            nbytes = [0] * self.nchan
+            for chan, _, cnt in plan.slices:
+                nbytes[chan] += cnt * plan.esize
+            self.planner.model.record(plan.key, nbytes, [t for t, _ in times])
+            if self.planner.model.sync_due():
+                self._sync_model()
+
+    def _run(self, req, s):
+        """Drive schedule s to the end; raise the right error if it fails."""
+        eng = self._engine
         rc = eng.start(s)
         deadline = _eng.now_ns() + int(min(self.timeout, 1e9) * 1e9)
-        while True:
-            if rc in (_eng.ERR_OK, _eng.ERR_CTRL):
-                if rc == _eng.ERR_CTRL:
-                    self._on_ctrl(eng.error()[3], req)
-                rc = eng.progress(s, deadline)
-                if rc == _eng.ERR_CTRL:
-                    continue
-            break
-        if rc != _eng.ERR_OK:
-            raise self._engine_error(rc, req)
+        while rc in (_eng.ERR_OK, _eng.ERR_CTRL):
+            if rc == _eng.ERR_CTRL:
+                self._on_ctrl(eng.error()[3], req)
+            rc = eng.progress(s, deadline)
+            if rc == _eng.ERR_OK:
+                return
+        raise self._engine_error(rc, req)
+
+    def _sync_model(self):
+        """Sum every rank's channel timings so that all update the same cost model.
+
+        Runs at the same point of the collective sequence on every rank (the model decides
+        from the collectives it recorded, which are the same everywhere)."""
+        model = self.planner.model
+        keys = model.sync_keys()
+        vec = model.sync_vector(keys)
+        seq = 0x80000000 | (model.syncs & 0x7FFFFFFF)
+        req = Request(self, "model sync", seq)
+        s = _eng.Schedule(self.rank, self.size, self.nchan, _eng.COLL_ALLREDUCE, seq,
+                          int(DType.FLOAT64), int(ReduceOp.SUM), vec.size, -1, ALGO_RD, 0)
+        steps = max(1, self.size.bit_length())
+        s.rd_allreduce(self.planner.best_channel(), address(vec), address(vec), vec.size,
+                       np.empty(steps * vec.nbytes + 1, np.uint8))
+        req.schedule = s
+        self._run(req, s)
+        model.apply(keys, vec, self.size)
 
     # ---- errors ----------------------------------------------------------------------
 

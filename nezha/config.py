@@ -264,10 +264,9 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
         "window, and a wake-up from poll() costs more than the retries; 0 sleeps at once.")),
     Param("LAB_NAME", "str", "", syntax="short name (letters, digits)", help=(
         "Default lab for the `nezha lab` commands, so that two labs on one machine (a test "
-        "run and a demo) keep apart; unset means nz. `nezha lab run` sets it for the ranks.")),
-    Param("LAB_HOST", "str", "", syntax="host index", help=(
-        "Set by `nezha lab run` in every rank: the lab host (network namespace) the rank "
-        "runs in. Read-only information; nezha itself does not need it.")),
+        "run and a demo) keep apart; unset means nz. `nezha lab run` sets it for the ranks, "
+        "with NEZHA_LAB_HOST, NEZHA_LAB_IP and NEZHA_LAB_JOB (the lab's own variables, "
+        "which nezha itself does not read).")),
     Param("BUILD_DEBUG", "bool", "n", help=(
         "Read by setup.py at build time (`make debug` sets it to 1): compile the core with line "
         "tracing, for coverage and profiling. No effect at run time.")),
@@ -348,7 +347,7 @@ class Config:
             if var.startswith(PREFIX):
                 if var[len(PREFIX):] in PARAMS:
                     env_values[var[len(PREFIX):]] = value
-                else:
+                elif not var.startswith(PREFIX + "LAB_"):  # set by `nezha lab run`
                     unknown.append((var, "the environment"))
         layers.append(("environment", env_values))
         conf = layers[0][1].get("CONF_FILE") or env_values.get("CONF_FILE", "").strip()

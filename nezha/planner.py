@@ -1,29 +1,34 @@
 """The planner: which channels carry which part of a collective, and with which algorithm.
 
-Every rank runs the same deterministic function on the same inputs, so every rank gets
-the same plan (its hash travels in each wire header and a difference is an error).
-Weights are nominal and equal for now; cost feedback (measured per-rail speed) plugs in
-through set_weights.
+Every rank runs the same deterministic function on the same inputs (the agreed cost model,
+see costmodel.py), so every rank gets the same plan; its hash travels in each wire header
+and a difference is an error. Plans are made when a collective starts to run, not when it
+is posted, so every rank plans it after the same history of finished collectives.
 """
 import zlib
+
+from nezha.costmodel import CostModel, bucket_of
 
 ALGO_RING = 1
 ALGO_RD = 2
 ALGO_CHAIN = 3
 ALGO_TREE = 4
 ALGO_DIRECT = 5
-ALGO_NAMES = {ALGO_RING: "ring", ALGO_RD: "rd", ALGO_CHAIN: "chain", ALGO_TREE: "tree",
-              ALGO_DIRECT: "direct"}
+ALGO_NAMES = {0: "direct", ALGO_RING: "ring", ALGO_RD: "rd", ALGO_CHAIN: "chain",
+              ALGO_TREE: "tree", ALGO_DIRECT: "direct"}
+ROUND = 256  # shares are whole multiples of this many elements (when large enough)
 
 
 class Plan:
-    """slices: [(channel, first element, element count)]; algo: algorithm id."""
+    """slices: [(channel, first element, element count)]; algo: algorithm id; key: bucket."""
 
-    __slots__ = ("slices", "algo", "hash")
+    __slots__ = ("slices", "algo", "hash", "key", "esize")
 
-    def __init__(self, slices, algo):
+    def __init__(self, slices, algo, key=None, esize=1):
         self.slices = slices
         self.algo = algo
+        self.key = key
+        self.esize = esize
         self.hash = zlib.crc32(repr((slices, algo)).encode())
 
     def __repr__(self):
@@ -31,43 +36,59 @@ class Plan:
 
 
 class Planner:
-    """Splits collectives over channels by weight, keeping small payloads whole."""
+    """Splits collectives over channels by their measured rates, small payloads whole."""
 
-    def __init__(self, nchan, cfg):
+    def __init__(self, nchan, cfg, names=None):
         self.nchan = nchan
-        self.weights = [1.0] * nchan
+        self.alive = [True] * nchan
+        self.model = CostModel(nchan, names or [str(c) for c in range(nchan)])
         self.algo = cfg["ALGO"]
         self.small = cfg["SMALL_MSG_THRESHOLD"]
         self.min_piece = cfg["MIN_RAIL_PIECE"]
         self.max_rails = cfg["MAX_RAILS"]
+        self.max_ratio = cfg["RAIL_MAX_RATIO"]
 
-    def set_weights(self, weights):
-        """Relative share of each channel (same values on every rank)."""
-        self.weights = list(weights)
+    @property
+    def version(self):
+        """Changes whenever a plan could come out differently (for the plan cache)."""
+        return (self.model.version, tuple(self.alive))
 
-    def split(self, count, esize, unit_count=None):
-        """[(channel, off, cnt)] covering [0, count) exactly once, by weight.
+    def best_channel(self, key=None):
+        """The live channel expected to finish a small payload first."""
+        rates, _ = self.model.rates(key)
+        live = [c for c in range(self.nchan) if self.alive[c]] or [0]
+        return max(live, key=lambda c: (rates[c], -c))
 
-        unit_count: the per-rank block for collectives whose slices cut every block the
-        same way (allgather, reduce_scatter, alltoall): the split is of that block."""
-        n = count if unit_count is None else unit_count
-        nbytes = n * esize
-        active = [c for c in range(self.nchan) if self.weights[c] > 0][: self.max_rails]
-        if not active:
-            active = [0]
+    def split(self, coll, count, esize):
+        """[(channel, off, cnt)] covering [0, count) exactly once."""
+        nbytes = count * esize
+        key = bucket_of(coll, nbytes)
+        rates, _ = self.model.rates(key)
+        live = [c for c in range(self.nchan) if self.alive[c]] or [0]
+        top = max(rates[c] for c in live)
+        active = [c for c in live if rates[c] * self.max_ratio >= top]
+        active = sorted(active, key=lambda c: (-rates[c], c))[: self.max_rails]
         min_piece = self.min_piece if self.min_piece != float("inf") else nbytes + 1
-        # fewer channels when pieces would be smaller than the minimum piece
-        while len(active) > 1 and nbytes < min_piece * len(active):
-            active = active[:-1]
-        if len(active) == 1:
-            return [(active[0], 0, n)]
-        total = sum(self.weights[c] for c in active)
+        shares = None
+        while True:
+            if len(active) <= 1:
+                c = active[0] if active else self.best_channel(key)
+                return [(c, 0, count)], key
+            mask = [c in active for c in range(self.nchan)]
+            shares = self.model.shares(key, mask)
+            small = min(active, key=lambda c: (shares[c], -c))
+            if shares[small] * nbytes >= min_piece:
+                break
+            active.remove(small)  # a piece this small costs more than it saves
+        unit = ROUND if count >= ROUND * 4 * len(active) else 1
         slices, off = [], 0
-        for i, c in enumerate(active):
-            cnt = n - off if i == len(active) - 1 else int(n * self.weights[c] / total)
-            slices.append((c, off, cnt))
+        order = sorted(active)
+        for i, c in enumerate(order):
+            cnt = count - off if i == len(order) - 1 else int(count * shares[c]) // unit * unit
+            if cnt > 0:
+                slices.append((c, off, cnt))
             off += cnt
-        return [s for s in slices if s[2] > 0] or [(active[0], 0, n)]
+        return slices, key
 
     def allreduce(self, count, esize):
         """Plan for an allreduce of count elements."""
@@ -75,16 +96,25 @@ class Planner:
         algo = {"ring": ALGO_RING, "rd": ALGO_RD}.get(self.algo)
         if algo is None:
             algo = ALGO_RD if nbytes < self.small else ALGO_RING
-        if algo == ALGO_RD:
-            return Plan([(0, 0, count)], algo)  # latency-bound: one rail, whole
-        return Plan(self.split(count, esize), algo)
+        if algo == ALGO_RD:  # latency-bound: whole, on the channel that finishes first
+            key = bucket_of("allreduce-rd", nbytes)
+            return Plan([(self.best_channel(key), 0, count)], algo, key, esize)
+        slices, key = self.split("allreduce", count, esize)
+        return Plan(slices, algo, key, esize)
 
     def broadcast(self, count, esize):
         """Plan for a broadcast: a tree for small payloads, a pipelined chain for large."""
         if count * esize < self.small:
-            return Plan([(0, 0, count)], ALGO_TREE)
-        return Plan(self.split(count, esize), ALGO_CHAIN)
+            key = bucket_of("broadcast-tree", count * esize)
+            return Plan([(self.best_channel(key), 0, count)], ALGO_TREE, key, esize)
+        slices, key = self.split("broadcast", count, esize)
+        return Plan(slices, ALGO_CHAIN, key, esize)
 
-    def blocks(self, block_count, esize):
-        """Plan for allgather / reduce_scatter / alltoall: how each block is cut."""
-        return Plan(self.split(block_count, esize, unit_count=block_count), ALGO_RING)
+    def blocks(self, coll, block_count, esize, algo=ALGO_RING):
+        """Plan for allgather / reduce_scatter / alltoall / reduce: how each block is cut."""
+        slices, key = self.split(coll, block_count, esize)
+        return Plan(slices, algo, key, esize)
+
+    def single(self, algo=0):
+        """One whole piece on the best channel (barrier, send/recv)."""
+        return Plan([(self.best_channel(), 0, 0)], algo)

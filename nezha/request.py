@@ -16,22 +16,32 @@ class Request:
         self.schedule = None
         self.keep = ()              # buffers that must outlive the run
         self.error = None
-        self._done = threading.Event()
+        self._done = False
 
     def _finish(self, error=None):
         self.error = error
         self.schedule = None
         self.keep = ()
-        self._done.set()
+        self._done = True
+        if self.comm._waiters:  # only wake threads that wait (cheap when nobody does)
+            with self.comm._cv:
+                self.comm._cv.notify_all()
 
     def test(self):
         """True when the operation has finished (successfully or not); never blocks."""
-        return self._done.is_set()
+        return self._done
 
     def wait(self, timeout=None):
         """Block until done (at most timeout seconds), then return the result or raise."""
-        if not self._done.is_set():
-            if not self._done.wait(timeout):
+        if not self._done:
+            cv = self.comm._cv
+            with cv:
+                self.comm._waiters += 1
+                try:
+                    done = cv.wait_for(lambda: self._done, timeout)
+                finally:
+                    self.comm._waiters -= 1
+            if not done:
                 raise NezhaTimeout(f"nezha: {self.name} #{self.seq} not finished within "
                                    f"{timeout} s (it is still running; wait again or close the "
                                    "communicator)")

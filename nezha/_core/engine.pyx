@@ -5,7 +5,7 @@
 # below lays out one algorithm for one slice. Builders run once per collective per
 # channel (never per chunk): the pipelining happens inside the C loop.
 
-from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.buffer cimport PyBUF_ANY_CONTIGUOUS, PyBuffer_Release, PyObject_GetBuffer
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t, uintptr_t
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcpy, memset
@@ -35,6 +35,15 @@ KIND_NAMES = {NZ_SEND: "send", NZ_RECV: "recv", NZ_RECV_REDUCE: "recv+reduce",
               NZ_RECV_HDR: "header", NZ_LOCAL_REDUCE: "local reduce"}
 
 HEADER_BYTES = sizeof(nezha_hdr_t)
+
+
+def address(object obj):
+    """Address of the first byte of a buffer-protocol object (cheaper than numpy's)."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(obj, &view, PyBUF_ANY_CONTIGUOUS)
+    cdef uintptr_t p = <uintptr_t>view.buf
+    PyBuffer_Release(&view)
+    return p
 
 
 def now_ns():
@@ -102,6 +111,13 @@ cdef class Schedule:
         free(self.pre_dst)
         free(<void *>self.pre_src)
         free(self.pre_n)
+
+    def reset(self, uint32_t seq):
+        """Make the schedule runnable again as collective number seq (plan cache)."""
+        cdef int32_t i
+        self.hdr.seq = seq
+        for i in range(self.nops):
+            self.ops[i].done = 0
 
     @property
     def nops(self):

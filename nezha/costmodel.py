@@ -1,0 +1,245 @@
+"""Cost feedback: what each channel delivers, learned from finished collectives.
+
+Every rank records, per collective, how long each channel took for its slice. Those local
+times differ between ranks, so they never steer the plan directly: every few megabytes of
+striped traffic the ranks sum them in one small internal allreduce (sync), and only the
+summed numbers update the model. Syncs happen at the same point of the collective sequence
+on every rank, so every rank holds the same model and plans the same split.
+
+Per size bucket (collective, algorithm, log2 of the payload) the model keeps each channel's
+delivered rate rho = bytes / seconds (EWMA). Splitting the next payload in proportion to
+rho moves bytes from the channel that finished last to the one that finished first; the
+fixed point is the split at which all channels finish together (water-filling for affine
+costs, reached by feedback rather than by fitting alpha and beta).
+
+States of a bucket (seeds §1.5, "cold/hot start"):
+  COLD  fewer than K_WARM synced samples: split by the prior (the channels' overall rates
+        if any were measured, else nominal = equal);
+  HOT   split by the bucket's own rates.
+A channel whose rate moves by more than SHIFT_FACTOR for SHIFT_SYNCS syncs in a row (a rail
+slowed down or sped up), or that joins or leaves, sends every bucket back to COLD.
+"""
+import math
+
+import numpy as np
+
+from nezha import log
+
+K_WARM = 3          # synced samples before a bucket trusts its own rates
+LAMBDA = 0.5        # EWMA weight of a new sample
+SHIFT_FACTOR = 1.8  # rate change that counts as a shift (either way)
+SHIFT_SYNCS = 2     # consecutive shifted syncs before every bucket goes COLD
+HYSTERESIS = 0.01   # ignore split changes smaller than this share of the payload
+EQUAL_BAND = 0.03   # shares this close to equal are made exactly equal (Ethereal)
+SYNC_BYTES = 8 << 20  # striped bytes between syncs
+SYNC_COUNT = 64       # ... or this many recorded collectives
+GLOBAL_MIN_BYTES = 1 << 20  # slices at least this large feed the overall (prior) rate
+
+COLD, HOT = "COLD", "HOT"
+
+
+class Bucket:
+    """Learned state of one size bucket."""
+
+    __slots__ = ("rho", "samples", "state", "shares", "mask")
+
+    def __init__(self, nchan):
+        self.rho = [None] * nchan
+        self.samples = 0
+        self.state = COLD
+        self.shares = None   # the split in force; changes only at syncs (hysteresis)
+        self.mask = None     # which channels it was made for
+
+
+class CostModel:
+    """Per-channel delivered rates, per size bucket, with the cold/hot state machine."""
+
+    def __init__(self, nchan, names, nominal=None):
+        self.nchan = nchan
+        self.names = names
+        self.nominal = list(nominal) if nominal else [1.0] * nchan
+        self.rho = [None] * nchan          # overall rate per channel (prior for COLD buckets)
+        self.shifted = [0] * nchan
+        self.buckets = {}
+        self.pending = {}                  # key -> [bytes per chan, seconds per chan, count]
+        self.pending_bytes = 0
+        self.pending_count = 0
+        self.syncs = 0
+        self.version = 0   # bumped whenever a plan could change (plan cache key)
+
+    # ---- local recording (not used for planning until synced) ------------------------
+
+    def record(self, key, chan_bytes, chan_ns):
+        """Add one finished collective's per-channel (bytes, ns) of this rank."""
+        if sum(1 for b in chan_bytes if b) < 1:
+            return
+        acc = self.pending.setdefault(key, [[0.0] * self.nchan, [0.0] * self.nchan, 0])
+        for c in range(self.nchan):
+            if chan_bytes[c]:
+                acc[0][c] += chan_bytes[c]
+                acc[1][c] += chan_ns[c] * 1e-9
+        acc[2] += 1
+        self.pending_bytes += sum(chan_bytes)
+        self.pending_count += 1
+
+    def sync_due(self):
+        """True when enough has been recorded; identical on every rank (same collectives)."""
+        return self.pending_count and (self.pending_bytes >= SYNC_BYTES
+                                       or self.pending_count >= SYNC_COUNT)
+
+    def sync_keys(self):
+        """Bucket keys in the next sync, in an order every rank agrees on."""
+        return sorted(self.pending)
+
+    def sync_vector(self, keys):
+        """This rank's pending seconds per (key, channel): the vector the ranks sum."""
+        v = np.zeros(len(keys) * self.nchan, np.float64)
+        for i, k in enumerate(keys):
+            v[i * self.nchan:(i + 1) * self.nchan] = self.pending[k][1]
+        return v
+
+    # ---- agreed updates --------------------------------------------------------------
+
+    def apply(self, keys, summed, nranks):
+        """Update rates from the ranks' summed times (the same on every rank)."""
+        self.syncs += 1
+        shift = [False] * self.nchan
+        for i, k in enumerate(keys):
+            nbytes, _, count = self.pending[k]
+            b = self.buckets.setdefault(k, Bucket(self.nchan))
+            for c in range(self.nchan):
+                secs = summed[i * self.nchan + c] / nranks
+                if not nbytes[c] or secs <= 0:
+                    continue
+                rate = nbytes[c] / secs
+                b.rho[c] = rate if b.rho[c] is None else (1 - LAMBDA) * b.rho[c] + LAMBDA * rate
+                if nbytes[c] / count >= GLOBAL_MIN_BYTES:
+                    g = self.rho[c]
+                    if g is not None and not (1 / SHIFT_FACTOR < rate / g < SHIFT_FACTOR):
+                        shift[c] = True
+                    self.rho[c] = rate if g is None else (1 - LAMBDA) * g + LAMBDA * rate
+            b.samples += 1
+            if b.state == COLD and b.samples >= K_WARM and all(
+                    b.rho[c] is not None for c in range(self.nchan) if (b.shares or [1] * self.nchan)[c]):
+                b.state = HOT
+                log.info("PLAN", f"bucket {_key_text(k)} COLD -> HOT (rates "
+                         f"{self._rates_text(b.rho)})")
+        for c in range(self.nchan):
+            self.shifted[c] = self.shifted[c] + 1 if shift[c] else 0
+            if self.shifted[c] >= SHIFT_SYNCS:
+                self.shifted[c] = 0
+                # the last sample is the truth now; forget the old rate and relearn
+                self.rho[c] = self._last_rate(keys, summed, nranks, c) or self.rho[c]
+                self.reset(f"rate of {self.names[c]} changed to {self._mbps(self.rho[c])}")
+        self.pending, self.pending_bytes, self.pending_count = {}, 0, 0
+        self._restep()
+        self.version += 1
+
+    def _last_rate(self, keys, summed, nranks, c):
+        best = None
+        for i, k in enumerate(keys):
+            nbytes = self.pending[k][0][c]
+            secs = summed[i * self.nchan + c] / nranks
+            if nbytes >= GLOBAL_MIN_BYTES and secs > 0:
+                best = nbytes / secs
+        return best
+
+    def reset(self, why):
+        """Every bucket back to COLD (a rail joined, left or changed speed)."""
+        for b in self.buckets.values():
+            b.state, b.samples, b.rho = COLD, 0, [None] * self.nchan
+        self.version += 1
+        log.info("PLAN", f"all buckets -> COLD: {why}")
+
+    def set_channels(self, alive):
+        """A channel joined or left (alive: list of bool): relearn everything."""
+        self.reset(f"channels now {[n for n, a in zip(self.names, alive) if a]}")
+
+    # ---- planning --------------------------------------------------------------------
+
+    def rates(self, key):
+        """(rates per channel for this bucket, state)."""
+        b = self.buckets.get(key)
+        if b is not None and b.state == HOT:
+            return [r if r is not None else 0.0 for r in b.rho], HOT
+        if all(r is not None for r in self.rho):
+            return list(self.rho), COLD
+        return list(self.nominal), COLD
+
+    def _target(self, key, mask):
+        """The split the current rates ask for (equal when nearly equal: Ethereal)."""
+        rates, _ = self.rates(key)
+        w = [rates[c] if mask[c] else 0.0 for c in range(self.nchan)]
+        total = sum(w)
+        if total <= 0:
+            w = [1.0 if mask[c] else 0.0 for c in range(self.nchan)]
+            total = sum(w)
+        new = [x / total for x in w]
+        live = [x for x in new if x > 0]
+        if live and max(live) - min(live) <= EQUAL_BAND * 2 / len(live):
+            new = [1 / len(live) if x > 0 else 0.0 for x in new]
+        return new
+
+    def shares(self, key, mask):
+        """Fraction of the payload per channel (0 where mask is False).
+
+        Reading it never changes it, so that ranks that plan a call more or fewer times
+        (the plan cache) still agree; it moves only in apply(), with hysteresis."""
+        b = self.buckets.setdefault(key, Bucket(self.nchan))
+        mask = list(mask)
+        if b.shares is None or b.mask != mask:
+            b.shares, b.mask = self._target(key, mask), mask
+            self._log_split(key, b)
+        return b.shares
+
+    def _restep(self):
+        # after new rates: move each bucket's split if it moved by more than the hysteresis
+        for key, b in sorted(self.buckets.items()):
+            if b.shares is None:
+                continue
+            new = self._target(key, b.mask)
+            if max(abs(a - o) for a, o in zip(new, b.shares)) >= HYSTERESIS:
+                b.shares = new
+                self._log_split(key, b)
+
+    def _log_split(self, key, b):
+        log.info("PLAN", f"bucket {_key_text(key)} [{b.state}] split "
+                 + ", ".join(f"{self.names[c]} {100 * x:.1f}%" for c, x in enumerate(b.shares)))
+
+    def state(self, key):
+        """COLD or HOT."""
+        b = self.buckets.get(key)
+        return b.state if b else COLD
+
+    def summary(self):
+        """Rates and states for comm.stats()."""
+        return {"syncs": self.syncs,
+                "rates_mbps": {self.names[c]: (None if r is None else round(float(r) * 8e-6, 1))
+                               for c, r in enumerate(self.rho)},
+                "buckets": {_key_text(k): {"state": b.state,
+                                           "split": None if b.shares is None else
+                                           [round(s, 4) for s in b.shares]}
+                            for k, b in sorted(self.buckets.items())}}
+
+    def _rates_text(self, rho):
+        return ", ".join(f"{self.names[c]} {self._mbps(r)}" for c, r in enumerate(rho))
+
+    @staticmethod
+    def _mbps(r):
+        return "?" if r is None else f"{r * 8e-6:.0f} Mbit/s"
+
+
+def bucket_of(coll, nbytes):
+    """Size bucket key: (collective, log2 of the payload rounded down)."""
+    return (coll, int(math.log2(nbytes)) if nbytes > 0 else -1)
+
+
+def _key_text(k):
+    return f"{k[0]}:{'0' if k[1] < 0 else _size_text(1 << k[1])}+"
+
+
+def _size_text(n):
+    for unit, div in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= div:
+            return f"{n // div}{unit}"
+    return str(n)
