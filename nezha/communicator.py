@@ -551,7 +551,21 @@ class Communicator:
         if msg is None:
             self._engine.set_ctrl_fd(idx, -1)  # peer finished and closed; not an error by itself
             return
-        raise _remote_error(msg, peer, self._mesh.peer_name(peer), req)
+        raise _remote_error(msg, peer, self._mesh.peer_name(peer), req, self._waiting(req))
+
+    def _waiting(self, req):
+        """'waiting to receive bytes a..b from rank p (host) on rail r' for the current run."""
+        w = self._engine.waiting_for()
+        if w is None or req.schedule is None:
+            return ""
+        info = req.schedule.op_info(w[0])
+        if info is None:
+            return ""
+        kind, ep, nbytes, done, _ = info
+        peer, chan = ep % self.size, ep // self.size
+        verb, prep = ("send", "to") if kind == 0 else ("receive", "from")
+        return (f"waiting to {verb} bytes {done}..{nbytes} {prep} rank {peer} "
+                f"({self._mesh.peer_name(peer)}) on rail {self._mesh.chan_name(chan)}")
 
     def _pending_abort(self, peer, wait):
         """An abort message from peer, if one arrives within wait seconds."""
@@ -584,7 +598,8 @@ class Communicator:
         if rc in (_eng.ERR_CLOSED, _eng.ERR_SOCKET) and peer is not None:
             msg = self._pending_abort(peer, 0.5)
             if msg is not None:
-                return _remote_error(msg, peer, self._mesh.peer_name(peer), req)
+                return _remote_error(msg, peer, self._mesh.peer_name(peer), req,
+                                     self._waiting(req))
             if rc == _eng.ERR_CLOSED or eno in (_errno.ECONNRESET, _errno.EPIPE):
                 return PeerError(
                     f"nezha: rank {self.rank}: {where} closed its connection during {name}: "
@@ -593,17 +608,11 @@ class Communicator:
                 f"nezha: rank {self.rank}: {name}: {os.strerror(eno)} talking to {where}",
                 rail=self._mesh.chan_name(chan), peer=peer)
         if rc == _eng.ERR_TIMEOUT:
-            info = s.op_info(op_i)
-            what = ""
-            if info is not None:
-                kind, _, nbytes, done, _ = info
-                verb = "send" if kind == 0 else "receive"
-                prep = "to" if kind == 0 else "from"
-                what = f": waiting to {verb} bytes {done}..{nbytes} {prep} {where}"
+            what = self._waiting(req)
             return NezhaTimeout(
-                f"nezha: rank {self.rank}: {name} did not finish within {self.timeout:g} s{what}; "
-                "that rank may be stuck, dead, or in a different collective "
-                "(NEZHA_TIMEOUT sets the limit)")
+                f"nezha: rank {self.rank}: {name} did not finish within {self.timeout:g} s"
+                f"{': ' + what if what else ''}; that rank may be stuck, dead, or in a "
+                "different collective (NEZHA_TIMEOUT sets the limit)")
         return NezhaError(f"nezha: rank {self.rank}: {name} failed (engine status {rc}) {where}")
 
     def _fail(self, exc):
@@ -708,9 +717,10 @@ def _read_ctrl(sock, wait):
         return (header[0], buf.decode(errors="replace"))
 
 
-def _remote_error(msg, peer, peer_name, req):
+def _remote_error(msg, peer, peer_name, req, waiting=""):
     kind, text = msg
-    head = f"rank {peer} ({peer_name}) aborted while this rank ran {req.name} #{req.seq}: "
+    head = f"rank {peer} ({peer_name}) aborted while this rank ran {req.name} #{req.seq}"
+    head += f" ({waiting}): " if waiting else ": "
     text = text.removeprefix("nezha: ")
     cls = CollectiveMismatch if kind == _KIND_MISMATCH else PeerError
     exc = cls(f"nezha: {head}{text}")

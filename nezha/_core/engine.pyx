@@ -519,6 +519,21 @@ cdef class Engine:
                 nezha_avg_finish(s.avg_ptr, s.avg_count, s.dtype, s.avg_div)
         return rc
 
+    def waiting_for(self):
+        """(op index, endpoint) of the first receive still pending in the current run, or
+        of the first send if no receive is; None when nothing is pending."""
+        cdef int32_t i
+        cdef nz_ep_t *p
+        for i in range(self.e.nep):
+            p = &self.e.eps[i]
+            if p.rh < p.nrq:
+                return (p.rq[p.rh], i)
+        for i in range(self.e.nep):
+            p = &self.e.eps[i]
+            if p.sh < p.nsq:
+                return (p.sq[p.sh], i)
+        return None
+
     def error(self):
         """(err_op, err_ep, errno, ctrl index) of the last failed run."""
         return (self.e.err_op, self.e.err_ep, self.e.err_errno, self.e.err_ctrl)

@@ -57,6 +57,9 @@ cdef extern from "nezha/nezha_engine.h" nogil:
         char *stage
         uint64_t stage_cap
         uint64_t stage_len
+        int32_t *sq
+        int32_t *rq
+        int32_t nsq, nrq, sh, rh
         uint64_t bytes_sent
         uint64_t bytes_recv
 
