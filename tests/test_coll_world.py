@@ -202,3 +202,16 @@ def test_buffer_kinds(world):
         world.allreduce(t)
         assert t.data_ptr() == ptr  # in place, no copy
         assert bool((t == sum(range(world.size))).all())
+
+
+def test_every_rank_makes_the_same_plans(world):
+    plans = []
+    for i in range(40):  # enough striped traffic for several cost-model syncs
+        n = [10, 5000, 70001, 300007, 1 << 20][i % 5]
+        a = np.ones(n, np.float32)
+        world.allreduce(a)
+        assert (a == world.size).all()
+        plans.append(repr(world._last_plan))
+    assert len({tuple(p) for p in world._boot.allgather(plans)}) == 1
+    st = world.stats()
+    assert st["rails"] and st["collectives"] >= 40

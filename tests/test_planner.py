@@ -1,0 +1,151 @@
+"""The planner and the cost model without any network: coverage of the buffer, agreement
+between ranks, the cold/hot state machine, hysteresis, small payloads, slow rails."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nezha import costmodel
+from nezha.config import Config
+from nezha.costmodel import COLD, HOT, CostModel, bucket_of
+from nezha.planner import ALGO_RD, ALGO_RING, Planner
+
+
+def planner(nchan=2, **cfg):
+    base = {"MIN_RAIL_PIECE": "64k", "SMALL_MSG_THRESHOLD": "32k"}
+    base.update(cfg)
+    return Planner(nchan, Config.load(base, environ={}), [f"rail{c}" for c in range(nchan)])
+
+
+def feed(p, key, rates, nranks=4, nbytes=None, syncs=1, noise=None):
+    """Record one collective per sync with the given per-channel rates (bytes/s), sync."""
+    m = p.model
+    for i in range(syncs):
+        shares = m.shares(key, [True] * m.nchan)
+        total = nbytes or (16 << 20)
+        b = [int(total * s) for s in shares]
+        ns = [int(1e9 * x / r) if x else 0 for x, r in zip(b, rates)]
+        if noise is not None:
+            ns = [int(t * (1 + noise[i % len(noise)])) for t in ns]
+        m.record(key, b, ns)
+        keys = m.sync_keys()
+        m.apply(keys, m.sync_vector(keys) * nranks, nranks)
+
+
+@settings(max_examples=300, deadline=None)
+@given(count=st.integers(0, 5_000_000), esize=st.sampled_from([1, 2, 4, 8]),
+       nchan=st.integers(1, 4), rates=st.lists(st.floats(1e6, 1e9), min_size=4, max_size=4))
+def test_slices_cover_the_buffer_exactly_once(count, esize, nchan, rates):
+    p = planner(nchan)
+    key = bucket_of("allreduce", count * esize)
+    if count:
+        feed(p, key, rates[:nchan], nbytes=count * esize)
+    slices, _ = p.split("allreduce", count, esize)
+    covered = np.zeros(count, np.int8)
+    for chan, off, cnt in slices:
+        assert 0 <= chan < nchan and cnt >= 0
+        covered[off:off + cnt] += 1
+    assert (covered == 1).all()
+    assert len({c for c, _, _ in slices}) == len(slices)  # one slice per channel
+
+
+def test_ranks_that_agree_on_syncs_plan_the_same():
+    # Two ranks measure different local times, but only summed (agreed) numbers are used:
+    # feeding both models the same sums gives identical plans, however often each planned.
+    a, b = planner(3), planner(3)
+    key = bucket_of("allreduce", 16 << 20)
+    rates = [50e6, 30e6, 10e6]
+    for m in (a, b):
+        feed(m, key, rates, syncs=5)
+    for _ in range(3):          # rank a plans the same call more often (plan cache misses)
+        a.allreduce(4 << 20, 4)
+    pa, pb = a.allreduce(4 << 20, 4), b.allreduce(4 << 20, 4)
+    assert pa.slices == pb.slices and pa.hash == pb.hash
+
+
+def test_cold_until_warm_then_hot_and_split_follows_rates():
+    p = planner(2)
+    key = bucket_of("allreduce", 16 << 20)
+    assert p.model.state(key) == COLD
+    assert p.split("allreduce", 4 << 20, 4)[0] == [(0, 0, 2 << 20), (1, 2 << 20, 2 << 20)]
+    feed(p, key, [40e6, 10e6], syncs=costmodel.K_WARM - 1)
+    assert p.model.state(key) == COLD
+    feed(p, key, [40e6, 10e6])
+    assert p.model.state(key) == HOT
+    slices, _ = p.split("allreduce", 4 << 20, 4)
+    share0 = slices[0][2] / (4 << 20)
+    assert abs(share0 - 0.8) < 0.02, slices
+
+
+def test_cold_bucket_uses_the_overall_rates_as_prior():
+    p = planner(2)
+    big = bucket_of("allreduce", 64 << 20)
+    feed(p, big, [40e6, 10e6], nbytes=64 << 20, syncs=costmodel.K_WARM)
+    other = bucket_of("allreduce", 8 << 20)
+    assert p.model.state(other) == COLD
+    rates, state = p.model.rates(other)
+    assert state == COLD and rates[0] > 3 * rates[1]
+
+
+def test_rate_shift_sends_every_bucket_back_to_cold():
+    p = planner(2)
+    key = bucket_of("allreduce", 16 << 20)
+    feed(p, key, [40e6, 40e6], syncs=costmodel.K_WARM + 1)
+    assert p.model.state(key) == HOT
+    v = p.version
+    feed(p, key, [40e6, 10e6], syncs=costmodel.SHIFT_SYNCS)
+    assert p.model.state(key) == COLD and p.version != v
+    # and it learns the new optimum within a few more syncs
+    feed(p, key, [40e6, 10e6], syncs=costmodel.K_WARM + 2)
+    slices, _ = p.split("allreduce", 4 << 20, 4)
+    assert abs(slices[0][2] / (4 << 20) - 0.8) < 0.03, slices
+
+
+def test_hysteresis_keeps_the_split_under_noise():
+    p = planner(2)
+    key = bucket_of("allreduce", 16 << 20)
+    feed(p, key, [40e6, 10e6], syncs=6)
+    first = p.split("allreduce", 4 << 20, 4)[0]
+    feed(p, key, [40e6, 10e6], syncs=10, noise=[0.004, -0.004])
+    assert p.split("allreduce", 4 << 20, 4)[0] == first
+
+
+def test_equal_rails_split_exactly_equally():
+    p = planner(2)
+    key = bucket_of("allreduce", 16 << 20)
+    feed(p, key, [40e6, 40.5e6], syncs=6)
+    assert p.split("allreduce", 4 << 20, 4)[0] == [(0, 0, 2 << 20), (1, 2 << 20, 2 << 20)]
+
+
+def test_small_payloads_go_whole_on_the_fastest_channel():
+    p = planner(2)
+    feed(p, bucket_of("allreduce", 64 << 20), [10e6, 40e6], nbytes=64 << 20, syncs=3)
+    plan = p.allreduce(100, 4)
+    assert plan.algo == ALGO_RD and plan.slices == [(1, 0, 100)]
+    # below twice the minimum piece: one channel even for the ring
+    slices, _ = p.split("allreduce", 20_000, 4)
+    assert slices == [(1, 0, 20_000)]
+    assert p.allreduce(1 << 20, 4).algo == ALGO_RING
+
+
+def test_much_slower_rail_is_left_out():
+    p = planner(2, RAIL_MAX_RATIO="4")
+    feed(p, bucket_of("allreduce", 64 << 20), [50e6, 5e6], nbytes=64 << 20, syncs=3)
+    slices, _ = p.split("allreduce", 16 << 20, 4)
+    assert [c for c, _, _ in slices] == [0]
+
+
+def test_max_rails_limits_the_stripe():
+    p = planner(4, MAX_RAILS="2")
+    slices, _ = p.split("allreduce", 16 << 20, 4)
+    assert len(slices) == 2
+
+
+def test_sync_is_due_at_the_same_point_for_everyone():
+    m = CostModel(2, ["a", "b"])
+    key = bucket_of("allreduce", 1 << 20)
+    n = 0
+    while not m.sync_due():
+        m.record(key, [512 << 10, 512 << 10], [1000, 1000])
+        n += 1
+    assert n == costmodel.SYNC_BYTES // (1 << 20)
