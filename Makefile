@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 NP     ?= 4
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: setup build demo test test-% test-pure bench bench-kernels debug clean lint info
+.PHONY: setup build demo test test-% test-pure bench bench-kernels debug clean lint info compare
 
 setup:
 	@bash tools/setup.sh
@@ -35,3 +35,7 @@ info: build
 
 clean:
 	rm -rf build nezha/_core/*.c nezha/_core/*.so nezha/_core/*.html .pytest_cache
+
+# Comparison suite (issue #4): nezha vs Gloo, Open MPI and MPTCP in one lab; COMPARE_ARGS="--rates 400mbit,100mbit" / "--quick".
+compare: build
+	$(PY) -m nezha bench compare $(COMPARE_ARGS)

@@ -159,7 +159,8 @@ class Options:
     systems: tuple = ()                 # () = all applicable
     min_size: int = 4
     max_size: int = 64 << 20
-    reps: int = 2
+    reps: int = 2                       # repetitions of allreduce
+    reps_other: int = 1                 # repetitions of the other collectives
     time_budget: float = 0.2            # seconds per size and run (caps OSU iterations)
     max_minutes: float = 19.0           # skip repetitions that would end later than this
     run_timeout: float = 900.0
@@ -510,8 +511,11 @@ def floor_us(latency_runs):
 
 
 def run_suite(lab, opts, out_dir, command="", log=print):
-    """Run every applicable system for every collective, interleaved, opts.reps times (as long
-    as the repetitions fit in opts.max_minutes); write the outputs; return the document."""
+    """Run every applicable system for every collective, interleaved: in each repetition every
+    system runs once per collective, in an order rotated by one each repetition. Allreduce gets
+    opts.reps repetitions, the other collectives opts.reps_other; a repetition is skipped when the
+    durations measured in the previous one say it would end after opts.max_minutes. Writes the
+    outputs and returns the document."""
     systems = select_systems(lab, list(opts.systems) or None)
     t_start = time.monotonic()
     started = datetime.datetime.now().astimezone()
@@ -527,22 +531,27 @@ def run_suite(lab, opts, out_dir, command="", log=print):
                 ensure_shim()
                 mptcp.up()
                 mptcp_info = {"endpoints": mptcp.endpoints(), "shim": SHIM_LIB}
-            for rep in range(opts.reps):
-                elapsed = time.monotonic() - t_start
-                if rep and elapsed * (rep + 1) / rep > opts.max_minutes * 60:
-                    log(f"# stopping after {rep} repetition(s): another would end after "
-                        f"{opts.max_minutes:g} min")
-                    break
+            durations = {}                     # (system, collective) -> wall s of its last run
+            for rep in range(max(opts.reps, opts.reps_other)):
+                plan = [(c, [s for s in systems if c in s.collectives]) for c in opts.collectives
+                        if rep < (opts.reps if c == "allreduce" else opts.reps_other)]
+                if rep:
+                    elapsed = time.monotonic() - t_start
+                    need = sum(durations.get((s.name, c), 0.0) for c, rows in plan for s in rows)
+                    if elapsed + need > opts.max_minutes * 60:
+                        log(f"# stopping after {rep} repetition(s): the next one (~{need / 60:.1f} min) "
+                            f"would end after {opts.max_minutes:g} min")
+                        break
                 if opts.latency_floor:
                     lat_runs.append(run_latency_floor(lab, opts, tmpdir, rep, log))
                 order = 0
-                for coll in opts.collectives:
-                    rows = [s for s in systems if coll in s.collectives]
+                for coll, rows in plan:
                     k = rep % max(1, len(rows))
                     for s in rows[k:] + rows[:k]:      # rotate: nobody always goes first
                         if (s.name, coll) in failed:
                             continue                   # a failed system is not retried
                         rec = run_system(lab, s, coll, opts, tmpdir, rep, order, log)
+                        durations[(s.name, coll)] = rec["wall_s"]
                         order += 1
                         runs.append(rec)
                         if "error" in rec:
@@ -630,6 +639,9 @@ def build_document(lab, systems, opts, runs, lat_runs, reps, wall, started, comm
     for name, v in verified.items():
         smeta[name]["placement"] = v
     ok_runs = [r for r in runs if "error" not in r and r["placement"]["ok"]]
+    reps_by_coll = {}
+    for r in runs:
+        reps_by_coll[r["collective"]] = max(reps_by_coll.get(r["collective"], 0), r["rep"] + 1)
     summary = summarize(ok_runs, smeta, lab.hosts)
     lat = floor_us(lat_runs)
     host = {"hostname": socket.gethostname(), "cpus": os.cpu_count(), "kernel": platform.release(),
@@ -642,7 +654,7 @@ def build_document(lab, systems, opts, runs, lat_runs, reps, wall, started, comm
     return {
         "suite": "nezha bench compare", "version": __version__, "command": command,
         "started": started.isoformat(timespec="seconds"), "wall_seconds": wall,
-        "repetitions": reps, "options": dataclasses.asdict(opts), "host": host,
+        "repetitions": reps, "repetitions_per_collective": reps_by_coll, "options": dataclasses.asdict(opts), "host": host,
         "lab": {"name": lab.name, "hosts": lab.hosts, "rails": lab.rails, "rates_bps": rates,
                 "rates": [_rate_text(b) for b in rates], "mtu": lab.spec.mtu, "gso": lab.spec.gso,
                 "burst_us": lab.spec.burst_us, "latency_ms": lab.spec.latency_ms,
@@ -726,12 +738,19 @@ def _when(doc):
     return doc["started"].replace("T", " ")
 
 
+def _reps_text(doc):
+    per = doc.get("repetitions_per_collective") or {}
+    if len(set(per.values())) <= 1:
+        return f"{doc['repetitions']} interleaved repetition(s)"
+    return "interleaved repetitions: " + ", ".join(f"{c} ×{n}" for c, n in per.items())
+
+
 def markdown(doc):
     """compare.md: everything a reader needs to judge the numbers."""
     o = doc["options"]
     lines = [f"# nezha comparison suite — {', '.join(doc['lab']['rates'])}", "",
-             f"Generated by `{doc['command']}` on {_when(doc)}; {doc['repetitions']} interleaved "
-             f"repetition(s), {doc['wall_seconds'] / 60:.1f} min wall time, time budget "
+             f"Generated by `{doc['command']}` on {_when(doc)}; {_reps_text(doc)}, "
+             f"{doc['wall_seconds'] / 60:.1f} min wall time, time budget "
              f"{o['time_budget']:g} s per size and run.", ""]
     lines += lab_lines(doc)
     lines += ["- Latency = OSU average (µs; mean over ranks of each rank's mean over the timed "
@@ -786,7 +805,7 @@ def readme_section(doc, out_rel):
     """results.md: the README's results section for this lab configuration."""
     lines = [f"### Results: {', '.join(doc['lab']['rates'])} rails", "",
              f"Produced by `{doc['command']}` on {_when(doc)} ({doc['wall_seconds'] / 60:.1f} min, "
-             f"{doc['repetitions']} interleaved repetitions); full tables, placement proof and every "
+             f"{_reps_text(doc)}); full tables, placement proof and every "
              f"sample in `{out_rel}/compare.md` and `{out_rel}/compare.json`.", ""]
     lines += lab_lines(doc)
     lines += ["", f"Allreduce, baseline latency / {doc['reference']} latency (> 1: nezha faster):", ""]

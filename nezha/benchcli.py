@@ -2,7 +2,7 @@
 
     nezha bench compare [--rates 400mbit[,100mbit]] [--hosts 4] [--quick] [--lab NAME]
                         [--collectives allreduce,...] [--systems nezha-all,gloo-rail0,...]
-                        [--max-size 64M] [--reps N] [--time-budget S] [--out DIR]
+                        [--max-size 64M] [--reps N] [--reps-other N] [--time-budget S] [--out DIR]
 
 Without --lab it builds its own lab under a unique name and always removes it (also on
 Ctrl-C, SIGTERM and errors); with --lab it uses that running lab and leaves it up.
@@ -62,7 +62,10 @@ def _parser():
                    help="a few minutes: allreduce only, sizes up to 4M, one repetition")
     c.add_argument("--max-size", default=None, help="largest message (default 64M; --quick 4M)")
     c.add_argument("--min-size", default="4", help="smallest message (default 4)")
-    c.add_argument("--reps", type=int, default=None, help="interleaved repetitions (default 2; --quick 1)")
+    c.add_argument("--reps", type=int, default=None,
+                   help="interleaved repetitions of allreduce (default 2; --quick 1)")
+    c.add_argument("--reps-other", type=int, default=1,
+                   help="interleaved repetitions of the other collectives (default 1)")
     c.add_argument("--time-budget", type=float, default=None,
                    help="seconds per size and run, caps OSU iterations (default 0.2; --quick 0.1)")
     c.add_argument("--max-minutes", type=float, default=19.0,
@@ -98,7 +101,7 @@ def main(argv=None):
         systems=tuple(x.strip() for x in a.systems.split(",") if x.strip()),
         min_size=parse_size(a.min_size),
         max_size=parse_size(a.max_size or ("4M" if a.quick else "64M")),
-        reps=a.reps if a.reps is not None else (1 if a.quick else 2),
+        reps=a.reps if a.reps is not None else (1 if a.quick else 2), reps_other=a.reps_other,
         time_budget=a.time_budget if a.time_budget is not None else (0.1 if a.quick else 0.2),
         max_minutes=a.max_minutes, validate=a.validate, quick=a.quick)
 

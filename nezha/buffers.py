@@ -60,7 +60,7 @@ def _from_dlpack(obj, name):
         raise TypeError(f"nezha: {name}: cannot use this DLPack object: {exc}") from None
 
 
-from nezha._core.engine import address  # noqa: E402  (re-exported: first byte of a buffer)
+from nezha._core.engine import address  # noqa: E402,F401  (re-exported: first byte of a buffer)
 
 _FAST = {np.dtype(t): DType[t.upper()] for t in (
     "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16",

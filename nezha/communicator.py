@@ -1,12 +1,7 @@
 """Communicator: the user's object. Checks arguments, numbers collectives, runs them."""
 import collections
-import errno as _errno
 import math
-import os
-import select
-import struct
 import threading
-import time
 
 import numpy as np
 
@@ -15,20 +10,15 @@ from nezha._core import engine as _eng
 from nezha.bootstrap import discover
 from nezha.buffers import address, as_array
 from nezha.config import Config
-from nezha.errors import (CollectiveMismatch, InvalidUsageError, NezhaError, NezhaTimeout,
-                          PeerError, RailSystemError)
-from nezha.costmodel import GLOBAL_MIN_BYTES
+from nezha.errors import InvalidUsageError
+from nezha.diagnose import Diagnose
+from nezha.executor import Executor
+from nezha.failover import Failover
 from nezha.mesh import Mesh
-from nezha.planner import ALGO_DIRECT, ALGO_NAMES, ALGO_RD, ALGO_TREE, Plan, Planner
+from nezha.planner import ALGO_DIRECT, ALGO_RD, ALGO_TREE, Plan, Planner
 from nezha.rails.tcp.device import TcpRail
 from nezha.rails.tcp.ifaces import select_interfaces
-from nezha.request import Request
 from nezha.types import DType, ReduceOp, check_op_dtype
-
-COLL_NAMES = {_eng.COLL_ALLREDUCE: "allreduce", _eng.COLL_BROADCAST: "broadcast",
-              _eng.COLL_REDUCE: "reduce", _eng.COLL_ALLGATHER: "allgather",
-              _eng.COLL_REDUCE_SCATTER: "reduce_scatter", _eng.COLL_ALLTOALL: "alltoall",
-              _eng.COLL_BARRIER: "barrier", _eng.COLL_SENDRECV: "send/recv"}
 
 # (dtype -> {op: ReduceOp}) for the ops each dtype allows; the slow path explains refusals.
 _OPS_OK = {dt: {o: o for o in ReduceOp if not (
@@ -37,13 +27,8 @@ _OPS_OK = {dt: {o: o for o in ReduceOp if not (
 for _d in _OPS_OK.values():
     _d.update({int(o): o for o in list(_d)})
 
-# Control message: magic, kind, length, then UTF-8 text.
-_CTRL = struct.Struct("<4sII")
-_ABORT = b"NZAB"
-_KIND_MISMATCH, _KIND_PEER, _KIND_TIMEOUT, _KIND_OTHER = 1, 2, 3, 4
 
-
-class Communicator:
+class Communicator(Executor, Failover, Diagnose):
     """A group of ranks that run collectives over every configured rail.
 
     Parameters
@@ -86,13 +71,23 @@ class Communicator:
         self._mesh = mesh = Mesh(boot, tcp, cfg["SOCKET_NCONNS"], cfg["CONNECT_TIMEOUT"],
                                  int(cfg["SOCKET_BUFFER"]))
         self.nchan = mesh.nchan
-        self._ctrl = mesh.ctrl_socks()
         seg = cfg["SEGMENT_SIZE"]
         self._engine = _eng.Engine(mesh.data_fds(), self.size, self.nchan,
-                                   [s.fileno() for _, _, s in self._ctrl],
-                                   int(seg if seg != math.inf else 1 << 20))
+                                   mesh.ctrl_fds() if self.size > 1 else [],
+                                   int(seg if seg != math.inf else 1 << 20),
+                                   cfg["HEARTBEAT"])
         self._engine.set_spin(cfg["SPIN_US"] * 1e-6)
+        self._engine.set_failover(True, [c // mesh.nconns for c in range(self.nchan)],
+                                  cfg["RAIL_TIMEOUT"])
+        # Failover needs a second rail to go to, and costs a vote per collective.
+        self._failover = cfg["FAILOVER"] and len(mesh.rails) > 1 and self.size > 1
+        self._readmit_s = cfg["READMIT"]
+        self._votes = 0
+        self._generation = 0
+        self._events = []
         self.planner = Planner(self.nchan, cfg, [mesh.chan_name(c) for c in range(self.nchan)])
+        if self._failover:
+            self.planner.piece_bytes = max(int(cfg["MIN_RAIL_PIECE"]), 2 << 20)
         self._seq = 0
         self._p2p_out = collections.Counter()
         self._p2p_in = collections.Counter()
@@ -123,6 +118,8 @@ class Communicator:
         return {"rank": self.rank, "size": self.size, "collectives": self._seq, "rails": rails,
                 "last_plan": repr(self._last_plan),
                 "model": self.planner.model.summary(),
+                "alive": {self._mesh.chan_name(c): a for c, a in enumerate(self.planner.alive)},
+                "failover": self._failover, "events": list(self._events),
                 "last_channels": [{"channel": self._mesh.chan_name(c), "ns": t, "bytes": b}
                                   for c, (t, b) in enumerate(times)]}
 
@@ -157,20 +154,19 @@ class Communicator:
         op = self._op(op, dt)
         es, count = dt.itemsize, a.size
 
-        def build(s, plan):
-            for chan, off, cnt in plan.slices:
-                o, p = address(out) + off * es, address(a) + off * es
-                if plan.algo == ALGO_RD:
-                    steps = max(1, self.size.bit_length())
-                    s.rd_allreduce(chan, o, p, cnt, np.empty(steps * cnt * es + 1, np.uint8))
-                else:
-                    s.ring_allreduce(chan, o, p, cnt)
+        def build(s, algo, chan, off, cnt, src):
+            o, p = address(out) + off * es, address(src) + off * es
+            if algo == ALGO_RD:
+                steps = max(1, self.size.bit_length())
+                s.rd_allreduce(chan, o, p, cnt, np.empty(steps * cnt * es + 1, np.uint8))
+            else:
+                s.ring_allreduce(chan, o, p, cnt)
             if op == ReduceOp.AVG:
-                s.set_avg(address(out), count, float(self.size))
+                s.add_avg(o, cnt, float(self.size))
 
         return self._submit("allreduce", _eng.COLL_ALLREDUCE, dt, op, count, -1,
                             lambda: self.planner.allreduce(count, es), build, result, [a, out],
-                            ckey=(address(a), address(out)))
+                            ckey=(address(a), address(out)), src=a, inplace=out is a)
 
     def reduce(self, sendbuf, recvbuf=None, op=ReduceOp.SUM, root=0):
         """Reduce sendbuf over all ranks into recvbuf on root (in place when None there)."""
@@ -192,17 +188,17 @@ class Communicator:
         op = self._op(op, dt)
         es, count = dt.itemsize, a.size
 
-        def build(s, plan):
-            for chan, off, cnt in plan.slices:
-                work = None if at_root else np.empty(cnt * es + 1, np.uint8)
-                o = address(out) + off * es if at_root else 0
-                s.reduce(chan, root, o, address(a) + off * es, cnt, work)
+        def build(s, algo, chan, off, cnt, src):
+            work = None if at_root else np.empty(cnt * es + 1, np.uint8)
+            o = address(out) + off * es if at_root else 0
+            s.reduce(chan, root, o, address(src) + off * es, cnt, work)
             if op == ReduceOp.AVG and at_root:
-                s.set_avg(address(out), count, float(self.size))
+                s.add_avg(o, cnt, float(self.size))
 
         return self._submit("reduce", _eng.COLL_REDUCE, dt, op, count, root,
                             lambda: self.planner.blocks("reduce", count, es), build, result,
-                            [a, out], ckey=(address(a), address(out) if at_root else 0))
+                            [a, out], ckey=(address(a), address(out) if at_root else 0),
+                            src=a, inplace=out is a)
 
     def broadcast(self, buf, root=0):
         """Copy buf from root to every rank."""
@@ -217,9 +213,8 @@ class Communicator:
         a, dt = as_array(buf, "buf", writable=self.rank != root)
         es, count = dt.itemsize, a.size
 
-        def build(s, plan):
-            for chan, off, cnt in plan.slices:
-                s.broadcast(chan, root, address(a) + off * es, cnt, plan.algo == ALGO_TREE)
+        def build(s, algo, chan, off, cnt, src):
+            s.broadcast(chan, root, address(a) + off * es, cnt, algo == ALGO_TREE)
 
         return self._submit("broadcast", _eng.COLL_BROADCAST, dt, 0, count, root,
                             lambda: self.planner.broadcast(count, es), build, buf, [a],
@@ -240,9 +235,8 @@ class Communicator:
         self._no_overlap(a, out, allow_same=False)
         es, c = dt.itemsize, a.size
 
-        def build(s, plan):
-            for chan, off, cnt in plan.slices:
-                s.allgather(chan, address(out), address(a), c, off, cnt)
+        def build(s, algo, chan, off, cnt, src):
+            s.allgather(chan, address(out), address(a), c, off, cnt)
 
         return self._submit("allgather", _eng.COLL_ALLGATHER, dt, 0, c, -1,
                             lambda: self.planner.blocks("allgather", c, es), build, recvbuf,
@@ -267,12 +261,11 @@ class Communicator:
         op = self._op(op, dt)
         es = dt.itemsize
 
-        def build(s, plan):
-            for chan, off, cnt in plan.slices:
-                s.reduce_scatter(chan, address(out), address(a), c, off, cnt,
-                                 np.empty(self.size * cnt * es + 1, np.uint8))
+        def build(s, algo, chan, off, cnt, src):
+            s.reduce_scatter(chan, address(out), address(a), c, off, cnt,
+                             np.empty(self.size * cnt * es + 1, np.uint8))
             if op == ReduceOp.AVG:
-                s.set_avg(address(out), c, float(self.size))
+                s.add_avg(address(out) + off * es, cnt, float(self.size))
 
         return self._submit("reduce_scatter", _eng.COLL_REDUCE_SCATTER, dt, op, c, -1,
                             lambda: self.planner.blocks("reduce_scatter", c, es), build,
@@ -295,9 +288,8 @@ class Communicator:
         self._no_overlap(a, out, allow_same=False)
         c, es = a.size // self.size, dt.itemsize
 
-        def build(s, plan):
-            for chan, off, cnt in plan.slices:
-                s.alltoall(chan, address(out), address(a), c, off, cnt)
+        def build(s, algo, chan, off, cnt, src):
+            s.alltoall(chan, address(out), address(a), c, off, cnt)
 
         return self._submit("alltoall", _eng.COLL_ALLTOALL, dt, 0, c, -1,
                             lambda: self.planner.blocks("alltoall", c, es, ALGO_DIRECT), build,
@@ -312,8 +304,8 @@ class Communicator:
         return self._kick(self._barrier())
 
     def _barrier(self):
-        def build(s, plan):
-            s.barrier(plan.slices[0][0])
+        def build(s, algo, chan, off, cnt, src):
+            s.barrier(chan)
 
         return self._submit("barrier", _eng.COLL_BARRIER, DType.UINT8, 0, 0, -1,
                             self.planner.single, build, None, [], ckey=())
@@ -331,11 +323,12 @@ class Communicator:
         dest = self._peer(dest, "dest")
         seq = self._p2p_out[dest]
         self._p2p_out[dest] += 1
-        # point-to-point stays on channel 0: its order must match the peer's receives
+        # one channel (agreed by both ends: the planner's best) keeps sends in order
         return self._submit("send", _eng.COLL_SENDRECV, dt, 0, a.size, self.rank,
-                            lambda: Plan([(0, 0, a.size)], 0),
-                            lambda s, plan: s.send(0, dest, address(a), a.nbytes), None, [a],
-                            seq=seq)
+                            lambda: Plan([(self.planner.best_channel(), 0, a.size)], 0),
+                            lambda s, algo, chan, off, cnt, src: s.send(
+                                chan, dest, address(a) + off * dt.itemsize, cnt * dt.itemsize),
+                            None, [a], seq=seq)
 
     def recv(self, buf, source):
         """Receive into buf from rank source; sizes and dtypes must match the send."""
@@ -351,9 +344,10 @@ class Communicator:
         seq = self._p2p_in[source]
         self._p2p_in[source] += 1
         return self._submit("recv", _eng.COLL_SENDRECV, dt, 0, a.size, source,
-                            lambda: Plan([(0, 0, a.size)], 0),
-                            lambda s, plan: s.recv(0, source, address(a), a.nbytes), buf, [a],
-                            seq=seq)
+                            lambda: Plan([(self.planner.best_channel(), 0, a.size)], 0),
+                            lambda s, algo, chan, off, cnt, src: s.recv(
+                                chan, source, address(a) + off * dt.itemsize, cnt * dt.itemsize),
+                            buf, [a], seq=seq)
 
     # ---- argument checks (before anything is sent) -----------------------------------
 
@@ -408,238 +402,6 @@ class Communicator:
             raise ValueError("nezha: sendbuf and recvbuf overlap; use distinct buffers "
                              "(or recvbuf=None for in place)")
 
-    # ---- execution -------------------------------------------------------------------
-
-    def _submit(self, name, coll, dt, op, count, root, plan, build, result, keep, seq=None,
-                ckey=None):
-        self._check_usable()
-        if seq is None:
-            seq = self._seq
-            self._seq += 1
-        req = Request(self, name, seq, result)
-        req.keep = keep
-        req.spec = (coll, int(dt), int(op), count, root, plan, build, ckey)
-        with self._cv:
-            self._queue.append(req)
-        return req
-
-    def _run_blocking(self, req):
-        """Blocking call: run the queue in this thread unless someone already does."""
-        with self._cv:
-            mine = not self._busy
-            self._busy = True if mine else self._busy
-        if mine:
-            self._drain()
-        return req.wait()
-
-    def _kick(self, req):
-        """Non-blocking call: make sure the progress thread runs the queue."""
-        with self._cv:
-            if self._worker is None:
-                self._worker = threading.Thread(target=self._work, name="nezha-progress",
-                                                daemon=True)
-                self._worker.start()
-            self._cv.notify_all()
-        return req
-
-    def _work(self):
-        while True:
-            with self._cv:
-                while not self._closed and (not self._queue or self._busy):
-                    self._cv.wait()
-                if self._closed and not self._queue:
-                    return
-                self._busy = True
-            self._drain()
-
-    def _drain(self):
-        while True:
-            with self._cv:
-                if not self._queue or self._broken is not None:
-                    self._busy = False
-                    self._cv.notify_all()
-                    return
-                req = self._queue.popleft()
-            try:
-                self._execute(req)
-                req._finish()
-            except BaseException as exc:
-                req._finish(exc)
-                self._fail(exc)
-
-    def _execute(self, req):
-        coll, dt, op, count, root, planfn, build, ckey = req.spec
-        # Same call on the same buffers as before, and the model has not changed since:
-        # run the schedule built then (small collectives are dominated by this cost).
-        key = None if ckey is None else (coll, dt, op, count, root, ckey, self.planner.version)
-        hit = self._cache.get(key) if key is not None else None
-        if hit is not None:
-            s, plan = hit
-            s.reset(req.seq & 0xFFFFFFFF)
-        else:
-            plan = planfn()
-            s = _eng.Schedule(self.rank, self.size, self.nchan, coll, req.seq & 0xFFFFFFFF, dt,
-                              op, count, root, plan.algo, plan.hash)
-            build(s, plan)
-            if key is not None:
-                if len(self._cache) >= 64:
-                    self._cache.pop(next(iter(self._cache)))
-                self._cache[key] = (s, plan)
-        req.schedule, req.plan = s, plan
-        if log.enabled("INFO", "COLL"):
-            log.info("COLL", f"{req.name} #{req.seq} count {count} {DType(dt).name.lower()} "
-                     f"root {root} {plan}")
-        self._run(req, s)
-        self._last_plan = plan
-        # Feed the cost model only from what can teach it something: striped payloads, or
-        # large ones (one channel's rate). One rail never records (it costs nothing extra).
-        if plan.key is not None and self.nchan > 1 and (
-                len(plan.slices) > 1 or count * plan.esize >= GLOBAL_MIN_BYTES):
-            times = self._engine.channel_times_ns()
-            nbytes = [0] * self.nchan
-            for chan, _, cnt in plan.slices:
-                nbytes[chan] += cnt * plan.esize
-            self.planner.model.record(plan.key, nbytes, [t for t, _ in times])
-            if self.planner.model.sync_due():
-                self._sync_model()
-
-    def _run(self, req, s):
-        """Drive schedule s to the end; raise the right error if it fails."""
-        eng = self._engine
-        rc = eng.start(s)
-        deadline = _eng.now_ns() + int(min(self.timeout, 1e9) * 1e9)
-        while rc in (_eng.ERR_OK, _eng.ERR_CTRL):
-            if rc == _eng.ERR_CTRL:
-                self._on_ctrl(eng.error()[3], req)
-            rc = eng.progress(s, deadline)
-            if rc == _eng.ERR_OK:
-                return
-        raise self._engine_error(rc, req)
-
-    def _sync_model(self):
-        """Sum every rank's channel timings so that all update the same cost model.
-
-        Runs at the same point of the collective sequence on every rank (the model decides
-        from the collectives it recorded, which are the same everywhere)."""
-        model = self.planner.model
-        keys = model.sync_keys()
-        vec = model.sync_vector(keys)
-        seq = 0x80000000 | (model.syncs & 0x7FFFFFFF)
-        req = Request(self, "model sync", seq)
-        s = _eng.Schedule(self.rank, self.size, self.nchan, _eng.COLL_ALLREDUCE, seq,
-                          int(DType.FLOAT64), int(ReduceOp.SUM), vec.size, -1, ALGO_RD, 0)
-        steps = max(1, self.size.bit_length())
-        s.rd_allreduce(self.planner.best_channel(), address(vec), address(vec), vec.size,
-                       np.empty(steps * vec.nbytes + 1, np.uint8))
-        req.schedule = s
-        self._run(req, s)
-        model.apply(keys, vec, self.size)
-
-    # ---- errors ----------------------------------------------------------------------
-
-    def _check_usable(self):
-        if self._broken is not None:
-            raise NezhaError(f"nezha: rank {self.rank}: this communicator was closed after an "
-                             f"error: {self._broken}")
-        if self._closed:
-            raise NezhaError("nezha: the communicator is closed")
-
-    def _on_ctrl(self, idx, req):
-        """A control socket is readable: an abort from a peer, or its orderly close."""
-        peer, ri, sock = self._ctrl[idx]
-        msg = _read_ctrl(sock, 1.0)
-        if msg is None:
-            self._engine.set_ctrl_fd(idx, -1)  # peer finished and closed; not an error by itself
-            return
-        raise _remote_error(msg, peer, self._mesh.peer_name(peer), req, self._waiting(req))
-
-    def _waiting(self, req):
-        """'waiting to receive bytes a..b from rank p (host) on rail r' for the current run."""
-        w = self._engine.waiting_for()
-        if w is None or req.schedule is None:
-            return ""
-        info = req.schedule.op_info(w[0])
-        if info is None:
-            return ""
-        kind, ep, nbytes, done, _ = info
-        peer, chan = ep % self.size, ep // self.size
-        verb, prep = ("send", "to") if kind == 0 else ("receive", "from")
-        return (f"waiting to {verb} bytes {done}..{nbytes} {prep} rank {peer} "
-                f"({self._mesh.peer_name(peer)}) on rail {self._mesh.chan_name(chan)}")
-
-    def _pending_abort(self, peer, wait):
-        """An abort message from peer, if one arrives within wait seconds."""
-        for p, ri, sock in self._ctrl:
-            if p != peer or sock.fileno() < 0:
-                continue
-            try:
-                r, _, _ = select.select([sock], [], [], wait)
-            except (OSError, ValueError):
-                continue
-            if r:
-                msg = _read_ctrl(sock, wait)
-                if msg is not None:
-                    return msg
-        return None
-
-    def _engine_error(self, rc, req):
-        op_i, ep, eno, _ = self._engine.error()
-        s = req.schedule
-        name = f"{req.name} #{req.seq}"
-        peer, chan = (ep % self.size, ep // self.size) if ep >= 0 else (None, None)
-        where = ""
-        if peer is not None:
-            where = f"rank {peer} ({self._mesh.peer_name(peer)}) on rail {self._mesh.chan_name(chan)}"
-        if rc == _eng.ERR_MISMATCH:
-            exp, got = s.header_expected(), s.header_received(ep)
-            return CollectiveMismatch(
-                f"nezha: rank {self.rank}: collective mismatch with {where}: this rank called "
-                f"{_describe(exp)}, rank {peer} called {_describe(got)} ({_diff(exp, got)})")
-        if rc in (_eng.ERR_CLOSED, _eng.ERR_SOCKET) and peer is not None:
-            msg = self._pending_abort(peer, 0.5)
-            if msg is not None:
-                return _remote_error(msg, peer, self._mesh.peer_name(peer), req,
-                                     self._waiting(req))
-            if rc == _eng.ERR_CLOSED or eno in (_errno.ECONNRESET, _errno.EPIPE):
-                return PeerError(
-                    f"nezha: rank {self.rank}: {where} closed its connection during {name}: "
-                    "that process exited or died", peer=peer, rail=self._mesh.chan_name(chan))
-            return RailSystemError(
-                f"nezha: rank {self.rank}: {name}: {os.strerror(eno)} talking to {where}",
-                rail=self._mesh.chan_name(chan), peer=peer)
-        if rc == _eng.ERR_TIMEOUT:
-            what = self._waiting(req)
-            return NezhaTimeout(
-                f"nezha: rank {self.rank}: {name} did not finish within {self.timeout:g} s"
-                f"{': ' + what if what else ''}; that rank may be stuck, dead, or in a "
-                "different collective (NEZHA_TIMEOUT sets the limit)")
-        return NezhaError(f"nezha: rank {self.rank}: {name} failed (engine status {rc}) {where}")
-
-    def _fail(self, exc):
-        """After an error: tell every peer why, fail what is queued, close."""
-        if self._broken is not None:
-            return
-        self._broken = exc
-        log.warn("COLL", f"{exc}")
-        kind = (_KIND_MISMATCH if isinstance(exc, CollectiveMismatch) else
-                _KIND_TIMEOUT if isinstance(exc, NezhaTimeout) else
-                _KIND_PEER if isinstance(exc, PeerError) else _KIND_OTHER)
-        # Relay remote aborts too: a rank that only sees us close must still learn why.
-        text = str(exc).encode()[:4000]
-        frame = _CTRL.pack(_ABORT, kind, len(text)) + text
-        for _, _, sock in self._ctrl:
-            try:
-                sock.send(frame)
-            except OSError:
-                pass
-        with self._cv:
-            pending = list(self._queue)
-            self._queue.clear()
-        for r in pending:
-            r._finish(NezhaError(f"nezha: {r.name} #{r.seq} not run: an earlier operation "
-                                 f"failed: {exc}"))
-        self._teardown()
-
     # ---- lifetime --------------------------------------------------------------------
 
     def close(self):
@@ -662,6 +424,8 @@ class Communicator:
         with self._cv:
             self._closed = True
             self._cv.notify_all()
+        if getattr(self, "_engine", None) is not None:
+            self._engine.close()
         if self._mesh is not None:
             self._mesh.close()
         if self._boot is not None:
@@ -683,68 +447,3 @@ class Communicator:
     def __repr__(self):
         return f"<nezha.Communicator rank {self.rank}/{self.size} rails {self.rails}>"
 
-
-def _read_ctrl(sock, wait):
-    """One abort frame (kind, text), or None on EOF."""
-    buf = b""
-    deadline = time.monotonic() + wait
-    need = _CTRL.size
-    header = None
-    while True:
-        try:
-            chunk = sock.recv(need - len(buf))
-        except BlockingIOError:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return (_KIND_OTHER, "incomplete control message")
-            select.select([sock], [], [], left)
-            continue
-        except OSError:
-            return None
-        if not chunk:
-            return None if header is None and not buf else (_KIND_OTHER, "truncated message")
-        buf += chunk
-        if len(buf) < need:
-            continue
-        if header is None:
-            magic, kind, n = _CTRL.unpack(buf)
-            if magic != _ABORT:
-                return (_KIND_OTHER, "unknown control message")
-            header, buf, need = (kind, n), b"", n
-            if n == 0:
-                return (kind, "")
-            continue
-        return (header[0], buf.decode(errors="replace"))
-
-
-def _remote_error(msg, peer, peer_name, req, waiting=""):
-    kind, text = msg
-    head = f"rank {peer} ({peer_name}) aborted while this rank ran {req.name} #{req.seq}"
-    head += f" ({waiting}): " if waiting else ": "
-    text = text.removeprefix("nezha: ")
-    cls = CollectiveMismatch if kind == _KIND_MISMATCH else PeerError
-    exc = cls(f"nezha: {head}{text}")
-    exc._remote = True
-    return exc
-
-
-def _describe(h):
-    coll = COLL_NAMES.get(h["coll"], f"collective {h['coll']}")
-    try:
-        dt = DType(h["dtype"]).name.lower()
-    except ValueError:
-        dt = h["dtype"]
-    parts = [f"count={h['count']}", f"dtype={dt}"]
-    if h["coll"] in (_eng.COLL_ALLREDUCE, _eng.COLL_REDUCE, _eng.COLL_REDUCE_SCATTER):
-        parts.append(f"op={ReduceOp(h['op']).name if h['op'] < 8 else h['op']}")
-    if h["root"] >= 0:
-        parts.append(f"root={h['root']}")
-    return f"{coll} #{h['seq']} ({', '.join(parts)})"
-
-
-def _diff(exp, got):
-    names = {"seq": "sequence number", "coll": "collective", "count": "count",
-             "dtype": "dtype", "op": "op", "root": "root", "algo": "algorithm",
-             "plan": "rail plan", "magic": "protocol"}
-    d = [names[k] for k in names if exp[k] != got[k]]
-    return "differs in " + ", ".join(d) if d else "headers differ"

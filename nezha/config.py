@@ -262,6 +262,21 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
         "Microseconds the progress loop keeps retrying (yielding the CPU between tries) "
         "before it sleeps in poll() when nothing moves. Small messages arrive within this "
         "window, and a wake-up from poll() costs more than the retries; 0 sleeps at once.")),
+    Param("FAILOVER", "bool", "y", help=(
+        "With two or more rails, survive the failure of a rail: its unfinished work is re-run "
+        "on the others and it is re-admitted when it answers again. Each collective then ends "
+        "with a small vote between the ranks (one message each way per peer), which small "
+        "messages feel; n turns it off, and a failed rail is then an error.")),
+    Param("HEARTBEAT", "float", "0.01", bound="> 0", help=(
+        "Seconds between heartbeats on every rail's control connections (a background thread "
+        "sends them, so they flow while the program computes).")),
+    Param("RAIL_TIMEOUT", "float", "0.06", bound="> 0", help=(
+        "A rail is declared failed between two ranks when one waits on the other and has not "
+        "heard from it on that rail for this many seconds (a cut or blackholed link gives no "
+        "error, only silence). Keep it several heartbeats long.")),
+    Param("READMIT", "float", "1.0", bound=">= 0", help=(
+        "A failed rail comes back into use when every rank has heard every peer on it without "
+        "a gap for this many seconds.")),
     Param("LAB_NAME", "str", "", syntax="short name (letters, digits)", help=(
         "Default lab for the `nezha lab` commands, so that two labs on one machine (a test "
         "run and a demo) keep apart; unset means nz. `nezha lab run` sets it for the ranks, "

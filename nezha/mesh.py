@@ -22,13 +22,16 @@ class Mesh:
         self.nchan = len(rails) * nconns
         me = {"host": socket.gethostname(), "pid": os.getpid(),
               "rails": [dict(name=r.name, **r.listen()) for r in rails]}
+        self.timeout, self.bufsize = timeout, bufsize
         try:
             self.peers = boot.allgather(me)
             self._check_rails()
             self.socks = self._connect(boot.secret, timeout, bufsize)
-        finally:
+        except BaseException:
             for r in rails:
-                r.close()  # listeners are needed only while connecting
+                r.close()
+            raise
+        # listeners stay open: a failed rail's channels reconnect through them
 
     def _check_rails(self):
         counts = {len(p["rails"]) for p in self.peers}
@@ -84,16 +87,54 @@ class Mesh:
         return [self.socks[(p, c, auth.PURPOSE_DATA)].fileno() if p != self.rank else -1
                 for c in range(self.nchan) for p in range(self.size)]
 
-    def ctrl_socks(self):
-        """[(peer, rail index, socket)] of the control connections."""
-        return [(p, ri, s) for (p, ri, purpose), s in sorted(self.socks.items())
-                if purpose == auth.PURPOSE_CTRL]
+    def ctrl_fds(self):
+        """fd per (rail, peer) of the control connections (rail * size + peer), -1 for self."""
+        return [self.socks[(p, ri, auth.PURPOSE_CTRL)].fileno() if p != self.rank else -1
+                for ri in range(len(self.rails)) for p in range(self.size)]
+
+    def close_channel(self, chan):
+        """Close a dead channel's data connections (their streams are out of step)."""
+        for key in [k for k in self.socks if k[1] == chan and k[2] == auth.PURPOSE_DATA]:
+            try:
+                self.socks.pop(key).close()
+            except OSError:
+                pass
+
+    def reconnect(self, chans, generation, secret):
+        """New data connections for chans with every peer (all ranks call this together).
+
+        The channel id on the wire carries the generation, so that a late connection from
+        an earlier attempt can never be taken for this one."""
+        targets, expected = {}, set()
+        for peer in range(self.size):
+            if peer == self.rank:
+                continue
+            for c in chans:
+                ri = c // self.nconns
+                key = (peer, c + (generation << 16), auth.PURPOSE_DATA)
+                if peer < self.rank:
+                    h = self.peers[peer]["rails"][ri]
+                    targets[key] = (h["addr"], h["port"], self.rails[ri].address)
+                else:
+                    expected.add(key)
+        listeners = [self.rails[c // self.nconns].listener for c in sorted(set(chans))]
+        got = establish(self.rank, secret, list(dict.fromkeys(listeners)), targets, expected,
+                        self.timeout)
+        out = {}
+        for (peer, cg, purpose), s in got.items():
+            tune(s, self.bufsize)
+            c = cg & 0xFFFF
+            self.socks[(peer, c, auth.PURPOSE_DATA)] = s
+            out[(peer, c)] = s
+        return out
 
     def close(self):
-        """Close every connection."""
+        """Close every connection and listener."""
         for s in self.socks.values():
             try:
                 s.close()
             except OSError:
                 pass
         self.socks = {}
+        for r in self.rails:
+            r.close()

@@ -17,6 +17,7 @@ ALGO_DIRECT = 5
 ALGO_NAMES = {0: "direct", ALGO_RING: "ring", ALGO_RD: "rd", ALGO_CHAIN: "chain",
               ALGO_TREE: "tree", ALGO_DIRECT: "direct"}
 ROUND = 256  # shares are whole multiples of this many elements (when large enough)
+MAX_PIECES = 64  # slices of one collective (the vote carries one bit per slice)
 
 
 class Plan:
@@ -47,6 +48,9 @@ class Planner:
         self.min_piece = cfg["MIN_RAIL_PIECE"]
         self.max_rails = cfg["MAX_RAILS"]
         self.max_ratio = cfg["RAIL_MAX_RATIO"]
+        # With failover, large slices are cut into pieces that run one after another on
+        # their channel, so that a failure loses one piece, not the whole slice.
+        self.piece_bytes = 0
 
     @property
     def version(self):
@@ -73,7 +77,7 @@ class Planner:
         while True:
             if len(active) <= 1:
                 c = active[0] if active else self.best_channel(key)
-                return [(c, 0, count)], key
+                return self._pieces(c, 0, count, esize), key
             mask = [c in active for c in range(self.nchan)]
             shares = self.model.shares(key, mask)
             small = min(active, key=lambda c: (shares[c], -c))
@@ -86,9 +90,23 @@ class Planner:
         for i, c in enumerate(order):
             cnt = count - off if i == len(order) - 1 else int(count * shares[c]) // unit * unit
             if cnt > 0:
-                slices.append((c, off, cnt))
+                slices += self._pieces(c, off, cnt, esize)
             off += cnt
         return slices, key
+
+    def _pieces(self, chan, off, cnt, esize):
+        if not self.piece_bytes or cnt * esize <= self.piece_bytes:
+            return [(chan, off, cnt)]
+        n = min(MAX_PIECES // self.nchan, -(-cnt * esize // self.piece_bytes))
+        return [(chan, off + cnt * i // n, cnt * (i + 1) // n - cnt * i // n) for i in range(n)]
+
+    def resplit(self, slices, esize):
+        """Slices of a failed channel, cut again over the live channels (same offsets)."""
+        out = []
+        for _, off, cnt in slices:
+            sub, _ = self.split("rerun", cnt, esize)
+            out += [(c, off + o, n) for c, o, n in sub]
+        return out
 
     def allreduce(self, count, esize):
         """Plan for an allreduce of count elements."""

@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "nezha/nezha_health.h"
 #include "nezha/nezha_reduce.h"
 #include "nezha/nezha_types.h"
 #include "nezha/nezha_wire.h"
@@ -52,8 +53,11 @@ enum {
     NZ_ERR_MISMATCH = 4,    /* header differs from the expected one */
     NZ_ERR_CTRL = 5,        /* a control socket is readable: a peer sent an abort */
     NZ_ERR_REDUCE = 6,      /* kernel refused dtype/op (cannot happen after validation) */
-    NZ_ERR_INTERNAL = 7     /* schedule is malformed */
+    NZ_ERR_INTERNAL = 7,    /* schedule is malformed */
+    NZ_ERR_CHANFAIL = 8     /* some channels failed (chan_failed); the others finished */
 };
+
+enum { NZ_WHY_ERROR = 1, NZ_WHY_CLOSED = 2, NZ_WHY_SILENT = 3, NZ_WHY_PEER = 4 };
 
 typedef struct {
     char *ptr;
@@ -100,6 +104,22 @@ typedef struct {
     int32_t nchan;
     int64_t t0;
     int64_t spin_ns;  /* busy-poll this long (yielding the CPU) before sleeping in poll() */
+    /* failover: with it, a channel that errs or goes silent is set aside (chan_failed) and
+     * the run finishes the other channels instead of failing as a whole */
+    int failover;
+    nz_health_t *health;
+    int32_t *chan_rail;        /* channel -> rail (index of its control sockets) */
+    int64_t silent_ns;         /* a peer unheard this long on a rail = that rail is down */
+    uint64_t chan_failed;      /* bit per channel */
+    uint8_t *fail_why;         /* per channel: NZ_WHY_* */
+    int32_t *fail_peer;        /* per channel: the peer it failed with */
+    int32_t *fail_errno;
+    int64_t *fail_ns;          /* per channel: ns after start when it was declared failed */
+    /* the vote that will end this run: a peer that already voted "slices i, j unfinished"
+     * gave up on their channels, so waiting on those channels is pointless */
+    int64_t vote_seq;          /* -1: no vote */
+    int32_t *slice_chan;       /* slice -> channel, for the current run */
+    int32_t nslices;
     /* scratch for queue building */
     int32_t *qbuf;
     int64_t qcap;
@@ -136,6 +156,23 @@ static inline int nz_fail(nz_engine_t *e, int err, int32_t op, int32_t ep, int e
     e->err_ep = ep;
     e->err_errno = eno;
     return err;
+}
+
+/* With failover, set a channel aside instead of failing the run. Returns 1 if it did. */
+static inline int nz_fail_chan(nz_engine_t *e, int32_t chan, int32_t peer, int why, int eno) {
+    if (!e->failover || chan < 0 || chan >= e->nchan || chan >= 64) return 0;
+    if (!(e->chan_failed & (1ULL << chan))) {
+        e->chan_failed |= 1ULL << chan;
+        e->fail_why[chan] = (uint8_t)why;
+        e->fail_peer[chan] = peer;
+        e->fail_errno[chan] = eno;
+        e->fail_ns[chan] = nz_now_ns() - e->t0;
+    }
+    return 1;
+}
+
+static inline int nz_chan_dead(const nz_engine_t *e, int32_t chan) {
+    return chan >= 0 && chan < 64 && (e->chan_failed & (1ULL << chan));
 }
 
 static inline void nz_op_finished(nz_engine_t *e, const nz_op_t *o, int64_t t0) {
@@ -204,7 +241,9 @@ static inline int nz_progress_send(nz_engine_t *e, nz_ep_t *p, nz_op_t *ops, int
             } else if (n < 0 && errno == EINTR) {
                 continue;
             } else {
-                return nz_fail(e, NZ_ERR_SOCKET, oi, (int32_t)(p - e->eps), n < 0 ? errno : EPIPE);
+                int eno = n < 0 ? errno : EPIPE;
+                if (nz_fail_chan(e, p->chan, p->peer, NZ_WHY_ERROR, eno)) return 0;
+                return nz_fail(e, NZ_ERR_SOCKET, oi, (int32_t)(p - e->eps), eno);
             }
         }
         if (o->done < o->nbytes) return 0; /* waiting on a dependency */
@@ -235,11 +274,13 @@ static inline int nz_progress_recv(nz_engine_t *e, nz_ep_t *p, nz_op_t *ops, int
                     p->bytes_recv += (uint64_t)n;
                     *progress = 1;
                 } else if (n == 0) {
+                    if (nz_fail_chan(e, p->chan, p->peer, NZ_WHY_CLOSED, 0)) return 0;
                     return nz_fail(e, NZ_ERR_CLOSED, oi, epi, 0);
                 } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
                     p->want_in = 1;
                     break;
                 } else if (errno != EINTR) {
+                    if (nz_fail_chan(e, p->chan, p->peer, NZ_WHY_ERROR, errno)) return 0;
                     return nz_fail(e, NZ_ERR_SOCKET, oi, epi, errno);
                 }
             }
@@ -252,11 +293,13 @@ static inline int nz_progress_recv(nz_engine_t *e, nz_ep_t *p, nz_op_t *ops, int
                     p->bytes_recv += (uint64_t)n;
                     *progress = 1;
                 } else if (n == 0) {
+                    if (nz_fail_chan(e, p->chan, p->peer, NZ_WHY_CLOSED, 0)) return 0;
                     return nz_fail(e, NZ_ERR_CLOSED, oi, epi, 0);
                 } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
                     p->want_in = 1;
                     return 0;
                 } else if (errno != EINTR) {
+                    if (nz_fail_chan(e, p->chan, p->peer, NZ_WHY_ERROR, errno)) return 0;
                     return nz_fail(e, NZ_ERR_SOCKET, oi, epi, errno);
                 }
             }
@@ -319,18 +362,39 @@ static inline int nz_start(nz_engine_t *e, nz_op_t *ops, int32_t nops, int dtype
     e->t0 = nz_now_ns();
     for (int32_t c = 0; c < e->nchan; c++) { e->chan_ns[c] = 0; e->chan_bytes[c] = 0; }
     if (nz_build_queues(e, ops, nops)) return nz_fail(e, NZ_ERR_INTERNAL, -1, -1, ENOMEM);
+    e->chan_failed = 0;
     /* An abort a peer sent after our last run (e.g. it found a mismatch in a collective
      * this rank had already finished) must surface now, not after a timeout. */
-    for (int32_t c = 0; c < e->nctrl; c++) {
-        if (e->ctrl_fds[c] < 0) continue;
-        struct pollfd p = {e->ctrl_fds[c], POLLIN, 0};
-        if (poll(&p, 1, 0) > 0 && p.revents) {
-            nz_fail(e, NZ_ERR_CTRL, -1, -1, 0);
-            e->err_ctrl = c;
-            return NZ_ERR_CTRL;
+    if (e->health && __atomic_load_n(&e->health->ilen, __ATOMIC_ACQUIRE) > 0)
+        return nz_fail(e, NZ_ERR_CTRL, -1, -1, 0);
+    return NZ_OK;
+}
+
+/* Set aside every channel that waits on a peer it has not heard from on that channel's
+ * rail for silent_ns (a blackholed or cut link sends no error, only silence). */
+static inline int nz_check_silence(nz_engine_t *e, int64_t now) {
+    nz_health_t *h = e->health;
+    if (!e->failover || !h || e->nchan == 0) return 0;
+    int32_t size = e->nep / e->nchan, hit = 0;
+    if (e->vote_seq >= 0) {
+        int32_t slot = (int32_t)(e->vote_seq & 1);
+        for (int32_t p = 0; p < size; p++) {
+            if (__atomic_load_n(&h->status_seq[p * 2 + slot], __ATOMIC_ACQUIRE) != e->vote_seq)
+                continue;
+            uint64_t m = h->status_mask[p * 2 + slot];
+            for (int32_t i = 0; i < e->nslices && i < 64; i++)
+                if (m & (1ULL << i)) hit |= nz_fail_chan(e, e->slice_chan[i], p, NZ_WHY_PEER, 0);
         }
     }
-    return NZ_OK;
+    for (int32_t i = 0; i < e->nep; i++) {
+        nz_ep_t *p = &e->eps[i];
+        if (nz_chan_dead(e, p->chan) || (p->sh >= p->nsq && p->rh >= p->nrq)) continue;
+        int32_t c = e->chan_rail[p->chan] * size + p->peer;
+        if (h->closed[c]) hit |= nz_fail_chan(e, p->chan, p->peer, NZ_WHY_CLOSED, 0);
+        else if (now - h->last_heard[c] > e->silent_ns)
+            hit |= nz_fail_chan(e, p->chan, p->peer, NZ_WHY_SILENT, 0);
+    }
+    return hit;
 }
 
 /* Drive a started schedule until it completes, fails, passes deadline_ns (absolute,
@@ -344,7 +408,7 @@ static inline int nz_progress(nz_engine_t *e, nz_op_t *ops, int32_t nops, int64_
     struct pollfd stackfds[64];
     struct pollfd *pfd = stackfds;
     int32_t *pmap = NULL; /* pollfd slot -> endpoint index */
-    int32_t maxfds = e->nep + e->nctrl;
+    int32_t maxfds = e->nep + 1 + (e->health ? e->health->n : 0);
     if (maxfds > 64) {
         pfd = (struct pollfd *)malloc(sizeof(struct pollfd) * (size_t)maxfds);
         if (!pfd) return nz_fail(e, NZ_ERR_INTERNAL, -1, -1, ENOMEM);
@@ -358,7 +422,8 @@ static inline int nz_progress(nz_engine_t *e, nz_op_t *ops, int32_t nops, int64_
         int progress = 0, pending = 0;
         for (int32_t i = 0; i < nops; i++) {
             nz_op_t *o = &ops[i];
-            if (o->kind != NZ_LOCAL_REDUCE || o->done >= o->nbytes) continue;
+            if (o->kind != NZ_LOCAL_REDUCE || o->done >= o->nbytes || nz_chan_dead(e, o->chan))
+                continue;
             size_t es = nezha_dtype_size(dtype);
             uint64_t lim = nz_limit(ops, o);
             uint64_t n = lim - o->done;
@@ -376,11 +441,17 @@ static inline int nz_progress(nz_engine_t *e, nz_op_t *ops, int32_t nops, int64_
         }
         for (int32_t i = 0; i < e->nep; i++) {
             nz_ep_t *p = &e->eps[i];
+            if (nz_chan_dead(e, p->chan)) continue;
             if (p->sh < p->nsq && (rc = nz_progress_send(e, p, ops, t0, &progress))) goto out;
+            if (nz_chan_dead(e, p->chan)) continue;
             if (p->rh < p->nrq && (rc = nz_progress_recv(e, p, ops, t0, &progress))) goto out;
+            if (nz_chan_dead(e, p->chan)) continue;
             if (p->sh < p->nsq || p->rh < p->nrq) pending = 1;
         }
-        if (!pending) break;
+        if (!pending) {
+            if (e->chan_failed) rc = nz_fail(e, NZ_ERR_CHANFAIL, -1, -1, 0);
+            break;
+        }
         if (progress) { idle_since = 0; continue; }
         /* Small messages arrive within microseconds: retrying (and yielding the core to
          * the ranks that share it) beats a sleep and a wake-up in poll(). */
@@ -389,27 +460,35 @@ static inline int nz_progress(nz_engine_t *e, nz_op_t *ops, int32_t nops, int64_
             if (!idle_since) idle_since = now;
             if (now - idle_since < e->spin_ns && now < deadline_ns) { sched_yield(); continue; }
         }
-        /* Nothing moved: sleep on what we wait for, and on the control sockets. */
+        /* Nothing moved: sleep on what we wait for, and on the health thread's news. */
+        int64_t now = nz_now_ns();
+        if (nz_check_silence(e, now)) continue;
         int32_t nfd = 0;
         for (int32_t i = 0; i < e->nep; i++) {
             nz_ep_t *p = &e->eps[i];
             short ev = (short)((p->want_in ? POLLIN : 0) | (p->want_out ? POLLOUT : 0));
-            if (!ev) continue;
+            if (!ev || nz_chan_dead(e, p->chan)) continue;
             pfd[nfd].fd = p->fd; pfd[nfd].events = ev; pfd[nfd].revents = 0;
             pmap[nfd++] = i;
         }
         int32_t nep_fds = nfd;
-        for (int32_t c = 0; c < e->nctrl; c++) {
-            if (e->ctrl_fds[c] < 0) continue;
-            pfd[nfd].fd = e->ctrl_fds[c]; pfd[nfd].events = POLLIN; pfd[nfd].revents = 0;
-            pmap[nfd++] = c;
+        if (e->health) {
+            pfd[nfd].fd = e->health->evfd; pfd[nfd].events = POLLIN; pfd[nfd].revents = 0;
+            pmap[nfd++] = -1;
+            if (e->failover)  /* read votes and heartbeats here, without a thread hop */
+                for (int32_t c = 0; c < e->health->n && nfd < maxfds; c++) {
+                    if (e->health->fds[c] < 0 || e->health->closed[c]) continue;
+                    pfd[nfd].fd = e->health->fds[c]; pfd[nfd].events = POLLIN;
+                    pfd[nfd].revents = 0;
+                    pmap[nfd++] = -2 - c;
+                }
         }
-        int64_t now = nz_now_ns();
         if (now >= deadline_ns) {
             /* report the first op still waiting: that names the peer we wait for */
             int32_t w = -1, wep = -1;
             for (int32_t i = 0; i < e->nep && w < 0; i++) {
                 nz_ep_t *p = &e->eps[i];
+                if (nz_chan_dead(e, p->chan)) continue;
                 if (p->rh < p->nrq) { w = p->rq[p->rh]; wep = i; }
                 else if (p->sh < p->nsq) { w = p->sq[p->sh]; wep = i; }
             }
@@ -418,12 +497,21 @@ static inline int nz_progress(nz_engine_t *e, nz_op_t *ops, int32_t nops, int64_
         }
         int64_t wait_ms = (deadline_ns - now + 999999) / 1000000;
         if (wait_ms > 1000) wait_ms = 1000;
+        if (e->failover && e->health && wait_ms > e->silent_ns / 4000000 + 1)
+            wait_ms = e->silent_ns / 4000000 + 1;  /* wake to look for silent peers */
         int r = poll(pfd, (nfds_t)nfd, (int)wait_ms);
         if (r < 0 && errno != EINTR) { rc = nz_fail(e, NZ_ERR_INTERNAL, -1, -1, errno); goto out; }
-        for (int32_t k = nep_fds; r > 0 && k < nfd; k++) {
-            if (pfd[k].revents) {
+        if (e->health && r > 0) {
+            int64_t t = nz_now_ns();
+            for (int32_t k = nep_fds + 1; k < nfd; k++)
+                if (pfd[k].revents) nz_health_read(e->health, -2 - pmap[k], t);
+            if (pfd[nep_fds].revents) {
+                uint64_t cnt;
+                ssize_t k = read(e->health->evfd, &cnt, sizeof(cnt));
+                (void)k;
+            }
+            if (__atomic_load_n(&e->health->ilen, __ATOMIC_ACQUIRE) > 0) {
                 rc = nz_fail(e, NZ_ERR_CTRL, -1, -1, 0);
-                e->err_ctrl = pmap[k];
                 goto out;
             }
         }
@@ -433,6 +521,109 @@ out:
     if (pfd != stackfds) free(pfd);
     free(pmap);
     return rc;
+}
+
+/* Rails on which this rank has heard every peer without a gap for at least steady_ns
+ * (the rank's vote for re-admitting a rail). */
+static inline uint64_t nz_heard_rails(nz_engine_t *e, int32_t nrails, int32_t rank,
+                                      int64_t steady_ns) {
+    nz_health_t *h = e->health;
+    if (!h) return 0;
+    int64_t now = nz_now_ns();
+    uint64_t m = 0;
+    for (int32_t r = 0; r < nrails && r < 64; r++) {
+        int ok = 1;
+        for (int32_t p = 0; p < h->size && ok; p++) {
+            if (p == rank) continue;
+            int32_t c = r * h->size + p;
+            ok = !h->closed[c] && now - h->last_heard[c] <= e->silent_ns &&
+                 now - h->since[c] >= steady_ns;
+        }
+        if (ok) m |= 1ULL << r;
+    }
+    return m;
+}
+
+/* The vote that ends a collective when failover is on: every rank tells every other, over
+ * every live rail, which pieces it could not finish (mask) and which rails it hears well
+ * (heard); then waits for everyone's. Result: union of masks, intersection of heard. */
+static inline int nz_vote(nz_engine_t *e, int32_t rank, uint32_t seq, uint64_t mask,
+                          uint64_t heard, uint64_t live_rails, int32_t nrails,
+                          int64_t deadline_ns, uint64_t *umask, uint64_t *iheard) {
+    nz_health_t *h = e->health;
+    e->err = NZ_OK;
+    e->err_ep = -1;
+    nz_frame_t f;
+    memset(&f, 0, sizeof(f));
+    f.magic = NZ_CTRL_MAGIC;
+    f.type = NZ_FRAME_STATUS;
+    f.seq = seq;
+    f.mask = mask;
+    f.heard = heard;
+    for (int32_t p = 0; p < h->size; p++) {
+        if (p == rank) continue;
+        for (int32_t r = 0; r < nrails; r++)
+            if (live_rails & (1ULL << r)) nz_health_send(h, r * h->size + p, &f, NULL);
+    }
+    *umask = mask;
+    *iheard = heard;
+    int64_t spin_from = 0;
+    for (;;) {
+        int missing = 0;
+        for (int32_t p = 0; p < h->size; p++) {
+            if (p == rank) continue;
+            if (__atomic_load_n(&h->status_seq[p * 2 + (seq & 1)], __ATOMIC_ACQUIRE) != (int64_t)seq) {
+                missing = 1;
+                /* a peer that closed every control connection is gone */
+                int open = 0, heard = 0;
+                int64_t t = nz_now_ns();
+                for (int32_t r = 0; r < nrails; r++) {
+                    int32_t c = r * h->size + p;
+                    open |= !h->closed[c];
+                    heard |= !h->closed[c] && t - h->last_heard[c] <= 2 * e->silent_ns;
+                }
+                if (!open) { e->err_ep = p; return nz_fail(e, NZ_ERR_CLOSED, -1, p, 0); }
+                /* silent on every rail: no path is left to this peer */
+                if (!heard) { e->err_ep = p; return nz_fail(e, NZ_ERR_TIMEOUT, -1, p, EHOSTUNREACH); }
+            }
+        }
+        if (!missing) break;
+        if (__atomic_load_n(&h->ilen, __ATOMIC_ACQUIRE) > 0) return nz_fail(e, NZ_ERR_CTRL, -1, -1, 0);
+        int64_t now = nz_now_ns();
+        if (now >= deadline_ns) {
+            for (int32_t p = 0; p < h->size; p++)
+                if (p != rank && h->status_seq[p * 2 + (seq & 1)] != (int64_t)seq) { e->err_ep = p; break; }
+            return nz_fail(e, NZ_ERR_TIMEOUT, -1, e->err_ep, ETIMEDOUT);
+        }
+        /* read the peers' control sockets ourselves: a vote arrives within microseconds
+         * of the last rank finishing, and a thread hop would cost more than the wait */
+        struct pollfd pf[65];
+        int32_t pc[65];
+        int np = 0;
+        pf[np].fd = h->evfd; pf[np].events = POLLIN; pf[np].revents = 0; pc[np++] = -1;
+        for (int32_t c = 0; c < h->n && np < 65; c++) {
+            if (h->fds[c] < 0 || h->closed[c] || c % h->size == rank) continue;
+            pf[np].fd = h->fds[c]; pf[np].events = POLLIN; pf[np].revents = 0; pc[np++] = c;
+        }
+        if (!spin_from) spin_from = now;
+        int spinning = now - spin_from < e->spin_ns;
+        int64_t ms = (deadline_ns - now) / 1000000 + 1;
+        int r = poll(pf, (nfds_t)np, spinning ? 0 : (ms > 10 ? 10 : (int)ms));
+        for (int k = 1; r > 0 && k < np; k++)
+            if (pf[k].revents) nz_health_read(h, pc[k], nz_now_ns());
+        if (r > 0 && pf[0].revents) {
+            uint64_t cnt;
+            ssize_t k = read(h->evfd, &cnt, sizeof(cnt));
+            (void)k;
+        }
+        if (spinning && r == 0) sched_yield();
+    }
+    for (int32_t p = 0; p < h->size; p++) {
+        if (p == rank) continue;
+        *umask |= h->status_mask[p * 2 + (seq & 1)];
+        *iheard &= h->status_heard[p * 2 + (seq & 1)];
+    }
+    return NZ_OK;
 }
 
 #endif

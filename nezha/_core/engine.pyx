@@ -6,6 +6,8 @@
 # channel (never per chunk): the pipelining happens inside the C loop.
 
 from cpython.buffer cimport PyBUF_ANY_CONTIGUOUS, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from posix.unistd cimport close
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t, uintptr_t
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcpy, memset
@@ -30,6 +32,10 @@ ERR_MISMATCH = NZ_ERR_MISMATCH
 ERR_CTRL = NZ_ERR_CTRL
 ERR_REDUCE = NZ_ERR_REDUCE
 ERR_INTERNAL = NZ_ERR_INTERNAL
+ERR_CHANFAIL = NZ_ERR_CHANFAIL
+WHY_NAMES = {NZ_WHY_ERROR: "socket error", NZ_WHY_CLOSED: "connection closed",
+             NZ_WHY_SILENT: "silence", NZ_WHY_PEER: "another rank gave up on it"}
+FRAME_ABORT = NZ_FRAME_ABORT
 
 KIND_NAMES = {NZ_SEND: "send", NZ_RECV: "recv", NZ_RECV_REDUCE: "recv+reduce",
               NZ_RECV_HDR: "header", NZ_LOCAL_REDUCE: "local reduce"}
@@ -71,9 +77,10 @@ cdef class Schedule:
     cdef const char **pre_src
     cdef uint64_t *pre_n
     cdef int npre
-    cdef char *avg_ptr
-    cdef uint64_t avg_count
+    cdef char *avg_ptr[64]
+    cdef uint64_t avg_count[64]
     cdef double avg_div
+    cdef int navg
 
     def __cinit__(self, int rank, int size, int nchan, int coll, uint32_t seq, int dtype,
                   int op, uint64_t count, int root=-1, int algo=0, uint32_t plan=0):
@@ -111,6 +118,14 @@ cdef class Schedule:
         free(self.pre_dst)
         free(<void *>self.pre_src)
         free(self.pre_n)
+
+    def ops_complete(self, int32_t start, int32_t end):
+        """True if every op in [start, end) has finished."""
+        cdef int32_t i
+        for i in range(start, min(end, self.nops)):
+            if self.ops[i].done < self.ops[i].nbytes:
+                return False
+        return True
 
     def reset(self, uint32_t seq):
         """Make the schedule runnable again as collective number seq (plan cache)."""
@@ -174,9 +189,13 @@ cdef class Schedule:
         self.npre += 1
         return 0
 
-    def set_avg(self, uintptr_t ptr, uint64_t count, double divisor):
+    def add_avg(self, uintptr_t ptr, uint64_t count, double divisor):
         """Divide count elements at ptr by divisor once the run has succeeded (AVG)."""
-        self.avg_ptr, self.avg_count, self.avg_div = <char *>ptr, count, divisor
+        if self.navg >= 64:
+            raise ValueError("too many AVG ranges")
+        self.avg_ptr[self.navg], self.avg_count[self.navg] = <char *>ptr, count
+        self.avg_div = divisor
+        self.navg += 1
 
     def copy(self, uintptr_t dst, uintptr_t src, uint64_t nbytes):
         """Copy nbytes locally before the network starts."""
@@ -449,26 +468,36 @@ cdef dict _hdr_dict(nezha_hdr_t *h):
 
 
 cdef class Engine:
-    """Endpoints of one communicator and the loop that runs schedules over them."""
+    """Endpoints of one communicator, the loop that runs schedules over them, and the
+    health thread that heartbeats on the control connections."""
 
     cdef nz_engine_t e
+    cdef nz_health_t h
     cdef public int size, nchan
-    cdef object fds_keep
+    cdef bint has_health
 
-    def __cinit__(self, list fds, int size, int nchan, list ctrl_fds, uint64_t stage_bytes):
-        cdef int i, nep = len(fds)
+    def __cinit__(self, list fds, int size, int nchan, list ctrl_fds, uint64_t stage_bytes,
+                  double heartbeat=0.01):
+        cdef int i, nep = len(fds), n = len(ctrl_fds)
         if nep != size * nchan:
             raise ValueError("need one fd per channel and peer")
         memset(&self.e, 0, sizeof(nz_engine_t))
+        memset(&self.h, 0, sizeof(nz_health_t))
         self.size, self.nchan = size, nchan
         self.e.nep = nep
         self.e.eps = <nz_ep_t *>calloc(nep if nep else 1, sizeof(nz_ep_t))
-        self.e.nctrl = len(ctrl_fds)
-        self.e.ctrl_fds = <int *>calloc(len(ctrl_fds) + 1, sizeof(int))
         self.e.nchan = nchan
         self.e.chan_ns = <int64_t *>calloc(nchan + 1, sizeof(int64_t))
         self.e.chan_bytes = <uint64_t *>calloc(nchan + 1, sizeof(uint64_t))
-        if not (self.e.eps and self.e.ctrl_fds and self.e.chan_ns and self.e.chan_bytes):
+        self.e.chan_rail = <int32_t *>calloc(nchan + 1, sizeof(int32_t))
+        self.e.fail_why = <uint8_t *>calloc(nchan + 1, 1)
+        self.e.fail_peer = <int32_t *>calloc(nchan + 1, sizeof(int32_t))
+        self.e.fail_errno = <int32_t *>calloc(nchan + 1, sizeof(int32_t))
+        self.e.fail_ns = <int64_t *>calloc(nchan + 1, sizeof(int64_t))
+        self.e.slice_chan = <int32_t *>calloc(64, sizeof(int32_t))
+        self.e.vote_seq = -1
+        if not (self.e.eps and self.e.chan_ns and self.e.chan_bytes and self.e.chan_rail and
+                self.e.fail_why and self.e.fail_peer and self.e.fail_errno and self.e.fail_ns):
             raise MemoryError()
         for i in range(nep):
             self.e.eps[i].fd = fds[i]
@@ -479,27 +508,101 @@ cdef class Engine:
                 if self.e.eps[i].stage == NULL:
                     raise MemoryError()
                 self.e.eps[i].stage_cap = stage_bytes
-        for i in range(len(ctrl_fds)):
-            self.e.ctrl_fds[i] = ctrl_fds[i]
+        if n:
+            self._init_health(ctrl_fds, size, heartbeat)
+
+    cdef _init_health(self, list ctrl_fds, int size, double heartbeat):
+        cdef int i, n = len(ctrl_fds)
+        cdef int64_t now = nz_now_ns()
+        self.h.n, self.h.size = n, size
+        self.h.fds = <int *>calloc(n, sizeof(int))
+        self.h.last_heard = <int64_t *>calloc(n, sizeof(int64_t))
+        self.h.since = <int64_t *>calloc(n, sizeof(int64_t))
+        self.h.closed = <uint8_t *>calloc(n, 1)
+        self.h.wlock = <pthread_mutex_t *>calloc(n, sizeof(pthread_mutex_t))
+        self.h.rlock = <pthread_mutex_t *>calloc(n, sizeof(pthread_mutex_t))
+        self.h.status_seq = <int64_t *>calloc(2 * size, sizeof(int64_t))
+        self.h.status_mask = <uint64_t *>calloc(2 * size, sizeof(uint64_t))
+        self.h.status_heard = <uint64_t *>calloc(2 * size, sizeof(uint64_t))
+        self.h.rbuf = <char *>malloc(n * 8192)
+        self.h.rlen = <uint32_t *>calloc(n, sizeof(uint32_t))
+        if not (self.h.fds and self.h.last_heard and self.h.since and self.h.closed and
+                self.h.wlock and self.h.rlock and self.h.status_seq and self.h.status_mask and
+                self.h.status_heard and self.h.rbuf and self.h.rlen):
+            raise MemoryError()
+        for i in range(n):
+            self.h.fds[i] = ctrl_fds[i]
+            self.h.closed[i] = ctrl_fds[i] < 0
+            self.h.last_heard[i] = now
+            self.h.since[i] = now
+            pthread_mutex_init(&self.h.wlock[i], NULL)
+            pthread_mutex_init(&self.h.rlock[i], NULL)
+        for i in range(2 * size):
+            self.h.status_seq[i] = -1
+        pthread_mutex_init(&self.h.ilock, NULL)
+        self.h.interval_ns = <int64_t>(heartbeat * 1e9)
+        self.h.evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)
+        if self.h.evfd < 0:
+            raise OSError("eventfd failed")
+        self.e.health = &self.h
+        self.has_health = True
+        if nz_health_start(&self.h) != 0:
+            raise OSError("cannot start the health thread")
+
+    def close(self):
+        """Stop the health thread (idempotent); sockets belong to the mesh."""
+        if self.has_health:
+            with nogil:
+                nz_health_stop(&self.h)
 
     def __dealloc__(self):
         cdef int i
+        if self.has_health:
+            nz_health_stop(&self.h)
+            if self.h.evfd >= 0:
+                close(self.h.evfd)
+        free(self.h.fds); free(self.h.last_heard); free(self.h.since); free(self.h.closed)
+        free(self.h.wlock); free(self.h.rlock); free(<void *>self.h.status_seq); free(<void *>self.h.status_mask)
+        free(<void *>self.h.status_heard); free(self.h.rbuf); free(self.h.rlen)
+        free(self.h.inbox)
         if self.e.eps != NULL:
             for i in range(self.e.nep):
                 free(self.e.eps[i].stage)
         free(self.e.eps)
-        free(self.e.ctrl_fds)
         free(self.e.chan_ns)
         free(self.e.chan_bytes)
+        free(self.e.chan_rail)
+        free(self.e.fail_why); free(self.e.fail_peer); free(self.e.fail_errno); free(self.e.fail_ns)
+        free(self.e.slice_chan)
         free(self.e.qbuf)
 
     def set_spin(self, double seconds):
         """Busy-poll this long before sleeping when nothing moves."""
         self.e.spin_ns = <int64_t>(seconds * 1e9)
 
-    def set_ctrl_fd(self, int i, int fd):
-        """Replace (or with -1 disable) control socket i."""
-        self.e.ctrl_fds[i] = fd
+    def set_failover(self, bint on, list chan_rail, double silent):
+        """Set channels aside on errors or silence (instead of failing the run)."""
+        cdef int c
+        self.e.failover = on and self.has_health
+        for c in range(self.nchan):
+            self.e.chan_rail[c] = chan_rail[c]
+        self.e.silent_ns = <int64_t>(silent * 1e9)
+
+    def set_failover_on(self, bint on, int64_t vote_seq=-1, list slice_chans=None):
+        """Failover for the next run (off for point-to-point, which cannot vote): the vote
+        that will end it and the channel of each of its slices."""
+        cdef int i
+        self.e.failover = on and self.has_health and self.e.silent_ns > 0
+        self.e.vote_seq = vote_seq if on else -1
+        self.e.nslices = 0
+        if on and slice_chans is not None:
+            self.e.nslices = min(len(slice_chans), 64)
+            for i in range(self.e.nslices):
+                self.e.slice_chan[i] = slice_chans[i]
+
+    def set_endpoint_fd(self, int ep, int fd):
+        """Point endpoint ep at a new socket (re-admitted channel); -1 disables it."""
+        self.e.eps[ep].fd = fd
 
     def start(self, Schedule s):
         """Do the local copies and prepare the run of s."""
@@ -512,12 +615,83 @@ cdef class Engine:
 
     def progress(self, Schedule s, int64_t deadline_ns):
         """Run s until done, error, deadline or a control message; returns the status code."""
-        cdef int rc
+        cdef int rc, i
         with nogil:
             rc = nz_progress(&self.e, s.ops, s.nops, deadline_ns)
-            if rc == NZ_OK and s.avg_ptr != NULL:
-                nezha_avg_finish(s.avg_ptr, s.avg_count, s.dtype, s.avg_div)
         return rc
+
+    def finish(self, Schedule s, object done_ranges=None):
+        """Apply AVG divisions of s (only those whose slice finished, when given)."""
+        cdef int i
+        for i in range(s.navg):
+            if done_ranges is None or done_ranges[i]:
+                with nogil:
+                    nezha_avg_finish(s.avg_ptr[i], s.avg_count[i], s.dtype, s.avg_div)
+
+    def failed_channels(self):
+        """[(channel, why, peer, errno, ns after start)] set aside in the last run."""
+        return [(c, WHY_NAMES.get(self.e.fail_why[c], "?"), self.e.fail_peer[c],
+                 self.e.fail_errno[c], self.e.fail_ns[c])
+                for c in range(min(self.nchan, 64)) if self.e.chan_failed & (1ULL << c)]
+
+    def vote(self, int rank, uint32_t seq, uint64_t mask, uint64_t heard, uint64_t live_rails,
+             int nrails, int64_t deadline_ns):
+        """(status, union of masks, intersection of heard) over all ranks."""
+        cdef uint64_t um = 0, ih = 0
+        cdef int rc
+        with nogil:
+            rc = nz_vote(&self.e, rank, seq, mask, heard, live_rails, nrails, deadline_ns,
+                         &um, &ih)
+        return rc, um, ih
+
+    def heard_rails(self, int nrails, int rank, double steady):
+        """Rails on which every peer has been heard without a gap for steady seconds."""
+        return nz_heard_rails(&self.e, nrails, rank, <int64_t>(steady * 1e9))
+
+    def rail_silence(self, int rail, int peer):
+        """Seconds since peer was last heard on rail, and whether that connection closed."""
+        cdef int i = rail * self.size + peer
+        if not self.has_health or i >= self.h.n:
+            return (0.0, False)
+        return ((nz_now_ns() - self.h.last_heard[i]) * 1e-9, bool(self.h.closed[i]))
+
+    def send_frame(self, int i, int ftype, int kind, uint32_t seq, bytes payload=b""):
+        """Send one control frame on control socket i; False if it could not go."""
+        cdef nz_frame_t f
+        if not self.has_health:
+            return False
+        memset(&f, 0, sizeof(nz_frame_t))
+        f.magic, f.type, f.kind, f.seq, f.len = NZ_CTRL_MAGIC, ftype, kind, seq, len(payload)
+        cdef const char *p = payload
+        cdef int rc
+        with nogil:
+            rc = nz_health_send(&self.h, i, &f, p)
+        return rc == 0
+
+    def take_messages(self):
+        """Frames other than heartbeats and votes, as (ctrl index, type, kind, seq, payload);
+        type 0 means that control connection closed."""
+        cdef bytes raw
+        if not self.has_health:
+            return []
+        pthread_mutex_lock(&self.h.ilock)
+        raw = PyBytes_FromStringAndSize(self.h.inbox, self.h.ilen) if self.h.ilen else b""
+        self.h.ilen = 0
+        pthread_mutex_unlock(&self.h.ilock)
+        out = []
+        cdef size_t off = 0, hs = sizeof(nz_frame_t)
+        cdef nz_frame_t f
+        cdef int32_t idx
+        while off + 4 + hs <= len(raw):
+            memcpy(&idx, <const char *>raw + off, 4)
+            memcpy(&f, <const char *>raw + off + 4, hs)
+            out.append((idx, f.type, f.kind, f.seq, raw[off + 4 + hs: off + 4 + hs + f.len]))
+            off += 4 + hs + f.len
+        return out
+
+    def error(self):
+        """(err_op, err_ep, errno, ctrl index) of the last failed run."""
+        return (self.e.err_op, self.e.err_ep, self.e.err_errno, self.e.err_ctrl)
 
     def waiting_for(self):
         """(op index, endpoint) of the first receive still pending in the current run, or
@@ -526,17 +700,13 @@ cdef class Engine:
         cdef nz_ep_t *p
         for i in range(self.e.nep):
             p = &self.e.eps[i]
-            if p.rh < p.nrq:
+            if p.rh < p.nrq and not (self.e.chan_failed & (1ULL << p.chan)):
                 return (p.rq[p.rh], i)
         for i in range(self.e.nep):
             p = &self.e.eps[i]
-            if p.sh < p.nsq:
+            if p.sh < p.nsq and not (self.e.chan_failed & (1ULL << p.chan)):
                 return (p.sq[p.sh], i)
         return None
-
-    def error(self):
-        """(err_op, err_ep, errno, ctrl index) of the last failed run."""
-        return (self.e.err_op, self.e.err_ep, self.e.err_errno, self.e.err_ctrl)
 
     def channel_times_ns(self):
         """Per channel: (ns from start to its last op, bytes moved) in the last run."""

@@ -1,5 +1,5 @@
 # C declarations of include/nezha/*.h used by the engine (mpi4py's libmpi.pxd role).
-from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 
 
 cdef extern from "nezha/nezha_types.h" nogil:
@@ -22,6 +22,53 @@ cdef extern from "nezha/nezha_wire.h" nogil:
         int32_t src_rank
 
 
+cdef extern from "nezha/nezha_health.h" nogil:
+    enum:
+        NZ_CTRL_MAGIC
+        NZ_FRAME_HEARTBEAT
+        NZ_FRAME_ABORT
+        NZ_FRAME_STATUS
+    ctypedef struct nz_frame_t:
+        uint32_t magic
+        uint16_t type
+        uint16_t kind
+        uint32_t seq
+        uint32_t len
+        uint64_t mask
+        uint64_t heard
+    ctypedef struct pthread_mutex_t:
+        pass
+    ctypedef struct nz_health_t:
+        int32_t n
+        int32_t size
+        int *fds
+        int64_t *last_heard
+        int64_t *since
+        uint8_t *closed
+        pthread_mutex_t *wlock
+        pthread_mutex_t *rlock
+        int64_t interval_ns
+        int evfd
+        int64_t *status_seq
+        uint64_t *status_mask
+        uint64_t *status_heard
+        pthread_mutex_t ilock
+        char *inbox
+        size_t ilen
+        size_t icap
+        char *rbuf
+        uint32_t *rlen
+    int nz_health_start(nz_health_t *h)
+    void nz_health_stop(nz_health_t *h)
+    int nz_health_send(nz_health_t *h, int32_t i, const nz_frame_t *f, const char *payload)
+    int pthread_mutex_init(pthread_mutex_t *m, void *attr)
+    int pthread_mutex_lock(pthread_mutex_t *m)
+    int pthread_mutex_unlock(pthread_mutex_t *m)
+    int eventfd(unsigned int initval, int flags)
+    enum: EFD_NONBLOCK
+    enum: EFD_CLOEXEC
+
+
 cdef extern from "nezha/nezha_engine.h" nogil:
     enum:
         NZ_SEND
@@ -38,6 +85,11 @@ cdef extern from "nezha/nezha_engine.h" nogil:
         NZ_ERR_CTRL
         NZ_ERR_REDUCE
         NZ_ERR_INTERNAL
+        NZ_ERR_CHANFAIL
+        NZ_WHY_ERROR
+        NZ_WHY_CLOSED
+        NZ_WHY_SILENT
+        NZ_WHY_PEER
 
     ctypedef struct nz_op_t:
         char *ptr
@@ -77,9 +129,25 @@ cdef extern from "nezha/nezha_engine.h" nogil:
         uint64_t *chan_bytes
         int32_t nchan
         int64_t spin_ns
+        int failover
+        nz_health_t *health
+        int32_t *chan_rail
+        int64_t silent_ns
+        uint64_t chan_failed
+        uint8_t *fail_why
+        int32_t *fail_peer
+        int32_t *fail_errno
+        int64_t *fail_ns
+        int64_t vote_seq
+        int32_t *slice_chan
+        int32_t nslices
         int32_t *qbuf
         int64_t qcap
 
     int64_t nz_now_ns()
     int nz_start(nz_engine_t *e, nz_op_t *ops, int32_t nops, int dtype, int op)
     int nz_progress(nz_engine_t *e, nz_op_t *ops, int32_t nops, int64_t deadline_ns)
+    uint64_t nz_heard_rails(nz_engine_t *e, int32_t nrails, int32_t rank, int64_t steady_ns)
+    int nz_vote(nz_engine_t *e, int32_t rank, uint32_t seq, uint64_t mask, uint64_t heard,
+                uint64_t live_rails, int32_t nrails, int64_t deadline_ns, uint64_t *umask,
+                uint64_t *iheard)

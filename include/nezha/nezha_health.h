@@ -1,0 +1,236 @@
+/* Health: heartbeats and control frames on the control connections (one per rail per peer).
+ *
+ * A background pthread (no Python, no GIL) sends a heartbeat frame on every control socket
+ * every interval and reads everything that arrives on them. Any frame refreshes
+ * last_heard[ctrl], so a rail that goes silent between two ranks (link down, blackhole) is
+ * seen by both within a few intervals, whether or not a collective is running. STATUS
+ * frames (the per-collective vote) are recorded in status_seq/status_mask; every other
+ * frame (abort, ...) goes to an inbox for Python, and an eventfd wakes the engine.
+ *
+ * Control sockets are indexed rail * size + peer. */
+#ifndef NEZHA_HEALTH_H
+#define NEZHA_HEALTH_H
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define NZ_CTRL_MAGIC 0x43485A4Eu /* "NZHC" */
+
+enum { NZ_FRAME_HEARTBEAT = 1, NZ_FRAME_ABORT = 2, NZ_FRAME_STATUS = 3 };
+
+typedef struct {
+    uint32_t magic;
+    uint16_t type;
+    uint16_t kind;   /* abort kind */
+    uint32_t seq;    /* collective (vote) */
+    uint32_t len;    /* payload bytes after the frame */
+    uint64_t mask;   /* STATUS: channels that failed here; */
+    uint64_t heard;  /* STATUS: rails this rank hears from everyone (for re-admission) */
+} nz_frame_t;
+
+#define NZ_RBUF 8192
+
+typedef struct {
+    int32_t n;                 /* control sockets */
+    int32_t size;              /* ranks */
+    int *fds;                  /* -1 when closed */
+    int64_t *last_heard;       /* ns, CLOCK_MONOTONIC */
+    int64_t *since;            /* ns since the socket has been heard without a gap */
+    uint8_t *closed;           /* EOF or error seen */
+    pthread_mutex_t *wlock;    /* one writer at a time per socket */
+    pthread_mutex_t *rlock;    /* one reader at a time: the health thread or the engine */
+    int64_t interval_ns;
+    volatile int stop;
+    pthread_t th;
+    int started;
+    int evfd;
+    /* vote: latest STATUS per peer and vote parity (2 * size slots) */
+    volatile int64_t *status_seq;
+    volatile uint64_t *status_mask;
+    volatile uint64_t *status_heard;
+    /* inbox of other frames: [int32 ctrl][frame][payload] ... */
+    pthread_mutex_t ilock;
+    char *inbox;
+    size_t ilen, icap;
+    /* partial reads per socket */
+    char *rbuf;                /* n * NZ_RBUF */
+    uint32_t *rlen;
+} nz_health_t;
+
+static inline int64_t nz_health_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Send one frame (+ payload) whole or not at all-ish: control frames are small and the
+ * socket buffer is large, so a partial write only happens on a dying link. */
+static inline int nz_health_send(nz_health_t *h, int32_t i, const nz_frame_t *f,
+                                 const char *payload) {
+    if (i < 0 || i >= h->n || h->fds[i] < 0 || h->closed[i]) return -1;
+    char buf[sizeof(nz_frame_t) + 4096];
+    size_t len = sizeof(nz_frame_t) + (f->len < 4096 ? f->len : 4096);
+    memcpy(buf, f, sizeof(nz_frame_t));
+    ((nz_frame_t *)buf)->len = (uint32_t)(len - sizeof(nz_frame_t));
+    if (payload && len > sizeof(nz_frame_t)) memcpy(buf + sizeof(nz_frame_t), payload, len - sizeof(nz_frame_t));
+    pthread_mutex_lock(&h->wlock[i]);
+    size_t off = 0;
+    int64_t give_up = nz_health_now() + 20000000LL;
+    while (off < len) {
+        ssize_t k = send(h->fds[i], buf + off, len - off, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (k > 0) { off += (size_t)k; continue; }
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && off > 0 &&
+            nz_health_now() < give_up) {
+            /* finish a started frame, or the stream loses its framing */
+            struct pollfd p = {h->fds[i], POLLOUT, 0};
+            poll(&p, 1, 2);
+            continue;
+        }
+        break;
+    }
+    pthread_mutex_unlock(&h->wlock[i]);
+    return off == len ? 0 : -1;
+}
+
+static inline void nz_health_post(nz_health_t *h, int32_t i, const nz_frame_t *f,
+                                  const char *payload) {
+    size_t need = sizeof(int32_t) + sizeof(nz_frame_t) + f->len;
+    pthread_mutex_lock(&h->ilock);
+    if (h->ilen + need > h->icap) {
+        size_t cap = (h->icap ? h->icap * 2 : 65536);
+        while (cap < h->ilen + need) cap *= 2;
+        char *p = (char *)realloc(h->inbox, cap);
+        if (!p) { pthread_mutex_unlock(&h->ilock); return; }
+        h->inbox = p;
+        h->icap = cap;
+    }
+    memcpy(h->inbox + h->ilen, &i, sizeof(int32_t));
+    memcpy(h->inbox + h->ilen + sizeof(int32_t), f, sizeof(nz_frame_t));
+    if (f->len) memcpy(h->inbox + h->ilen + sizeof(int32_t) + sizeof(nz_frame_t), payload, f->len);
+    h->ilen += need;
+    pthread_mutex_unlock(&h->ilock);
+    uint64_t one = 1;
+    ssize_t w = write(h->evfd, &one, sizeof(one));
+    (void)w;
+}
+
+static inline void nz_health_read_locked(nz_health_t *h, int32_t i, int64_t now) {
+    char *rb = h->rbuf + (size_t)i * NZ_RBUF;
+    for (;;) {
+        ssize_t k = recv(h->fds[i], rb + h->rlen[i], NZ_RBUF - h->rlen[i], MSG_DONTWAIT);
+        if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+            h->closed[i] = 1;
+            nz_frame_t f;
+            memset(&f, 0, sizeof(f));
+            f.magic = NZ_CTRL_MAGIC;
+            f.type = 0; /* pseudo-frame: the connection closed */
+            nz_health_post(h, i, &f, NULL);
+            return;
+        }
+        if (k < 0) return;
+        h->rlen[i] += (uint32_t)k;
+        if (now - h->last_heard[i] > 3 * h->interval_ns) h->since[i] = now;
+        h->last_heard[i] = now;
+        uint32_t off = 0;
+        while (h->rlen[i] - off >= sizeof(nz_frame_t)) {
+            nz_frame_t f;
+            memcpy(&f, rb + off, sizeof(f));
+            if (f.magic != NZ_CTRL_MAGIC || f.len > NZ_RBUF - sizeof(nz_frame_t)) {
+                h->closed[i] = 1; /* not our protocol: stop reading it */
+                return;
+            }
+            if (h->rlen[i] - off < sizeof(nz_frame_t) + f.len) break;
+            if (f.type == NZ_FRAME_STATUS) {
+                /* a peer is at most one vote ahead of us: two slots, by parity */
+                int32_t slot = (i % h->size) * 2 + (int32_t)(f.seq & 1);
+                if ((int64_t)f.seq > h->status_seq[slot]) {  /* duplicates from other rails */
+                    h->status_mask[slot] = f.mask;
+                    h->status_heard[slot] = f.heard;
+                    __atomic_store_n(&h->status_seq[slot], (int64_t)f.seq, __ATOMIC_RELEASE);
+                    uint64_t one = 1;
+                    ssize_t w = write(h->evfd, &one, sizeof(one));
+                    (void)w;
+                }
+            } else if (f.type != NZ_FRAME_HEARTBEAT) {
+                nz_health_post(h, i, &f, rb + off + sizeof(nz_frame_t));
+            }
+            off += (uint32_t)sizeof(nz_frame_t) + f.len;
+        }
+        if (off) {
+            memmove(rb, rb + off, h->rlen[i] - off);
+            h->rlen[i] -= off;
+        }
+    }
+}
+
+/* Read what arrived on control socket i, unless another thread is already at it (the
+ * engine reads control sockets itself while it runs, to learn of votes without a wake-up
+ * of this thread in between). */
+static inline void nz_health_read(nz_health_t *h, int32_t i, int64_t now) {
+    if (pthread_mutex_trylock(&h->rlock[i]) != 0) return;
+    if (h->fds[i] >= 0 && !h->closed[i]) nz_health_read_locked(h, i, now);
+    pthread_mutex_unlock(&h->rlock[i]);
+}
+
+static void *nz_health_main(void *arg) {
+    nz_health_t *h = (nz_health_t *)arg;
+    struct pollfd *pf = (struct pollfd *)calloc((size_t)h->n + 1, sizeof(struct pollfd));
+    int32_t *map = (int32_t *)calloc((size_t)h->n + 1, sizeof(int32_t));
+    if (!pf || !map) { free(pf); free(map); return NULL; }
+    int64_t next_beat = 0;
+    nz_frame_t beat;
+    memset(&beat, 0, sizeof(beat));
+    beat.magic = NZ_CTRL_MAGIC;
+    beat.type = NZ_FRAME_HEARTBEAT;
+    while (!h->stop) {
+        int64_t now = nz_health_now();
+        if (now >= next_beat) {
+            for (int32_t i = 0; i < h->n; i++)
+                if (h->fds[i] >= 0 && !h->closed[i]) nz_health_send(h, i, &beat, NULL);
+            next_beat = now + h->interval_ns;
+        }
+        int nfd = 0;
+        for (int32_t i = 0; i < h->n; i++) {
+            if (h->fds[i] < 0 || h->closed[i]) continue;
+            pf[nfd].fd = h->fds[i];
+            pf[nfd].events = POLLIN;
+            pf[nfd].revents = 0;
+            map[nfd++] = i;
+        }
+        int wait_ms = (int)((next_beat - now) / 1000000);
+        if (wait_ms < 1) wait_ms = 1;
+        int r = poll(pf, (nfds_t)nfd, wait_ms);
+        if (r <= 0) continue;
+        now = nz_health_now();
+        for (int k = 0; k < nfd; k++)
+            if (pf[k].revents) nz_health_read(h, map[k], now);
+    }
+    free(pf);
+    free(map);
+    return NULL;
+}
+
+static inline int nz_health_start(nz_health_t *h) {
+    if (h->started) return 0;
+    h->stop = 0;
+    if (pthread_create(&h->th, NULL, nz_health_main, h) != 0) return -1;
+    h->started = 1;
+    return 0;
+}
+
+static inline void nz_health_stop(nz_health_t *h) {
+    if (!h->started) return;
+    h->stop = 1;
+    pthread_join(h->th, NULL);
+    h->started = 0;
+}
+
+#endif

@@ -1,0 +1,160 @@
+"""Turning engine statuses and peers' aborts into errors that name who, where and what.
+
+A rank that fails tells every peer why (an ABORT frame on the control connections, relayed
+by whoever receives it), so that every rank raises with the root cause rather than a bare
+"connection closed" or a timeout.
+"""
+import errno as _errno
+import os
+import time
+
+from nezha import log
+from nezha._core import engine as _eng
+from nezha.errors import (CollectiveMismatch, NezhaError, NezhaTimeout, PeerError,
+                          RailSystemError)
+from nezha.types import DType, ReduceOp
+
+COLL_NAMES = {_eng.COLL_ALLREDUCE: "allreduce", _eng.COLL_BROADCAST: "broadcast",
+              _eng.COLL_REDUCE: "reduce", _eng.COLL_ALLGATHER: "allgather",
+              _eng.COLL_REDUCE_SCATTER: "reduce_scatter", _eng.COLL_ALLTOALL: "alltoall",
+              _eng.COLL_BARRIER: "barrier", _eng.COLL_SENDRECV: "send/recv"}
+KIND_MISMATCH, KIND_PEER, KIND_TIMEOUT, KIND_OTHER = 1, 2, 3, 4
+
+
+class Diagnose:
+    """Mixin of Communicator: errors, aborts from peers, and failing cleanly."""
+
+    def _check_usable(self):
+        if self._broken is not None:
+            raise NezhaError(f"nezha: rank {self.rank}: this communicator was closed after an "
+                             f"error: {self._broken}")
+        if self._closed:
+            raise NezhaError("nezha: the communicator is closed")
+
+    def _ctrl_peer(self, idx):
+        return idx % self.size
+
+    def _on_ctrl(self, req):
+        """The health thread has frames for us: raise on an abort; note closed links."""
+        for idx, ftype, kind, seq, payload in self._engine.take_messages():
+            peer = self._ctrl_peer(idx)
+            if ftype == _eng.FRAME_ABORT:
+                raise _remote_error((kind, payload.decode(errors="replace")), peer,
+                                    self._mesh.peer_name(peer), req, self._waiting(req))
+            # type 0: that control connection closed (the peer finished or died); by
+            # itself not an error: a data channel we still need will say so.
+
+    def _waiting(self, req):
+        """'waiting to receive bytes a..b from rank p (host) on rail r' for the current run."""
+        w = self._engine.waiting_for()
+        if w is None or req.schedule is None:
+            return ""
+        info = req.schedule.op_info(w[0])
+        if info is None:
+            return ""
+        kind, ep, nbytes, done, _ = info
+        peer, chan = ep % self.size, ep // self.size
+        verb, prep = ("send", "to") if kind == 0 else ("receive", "from")
+        return (f"waiting to {verb} bytes {done}..{nbytes} {prep} rank {peer} "
+                f"({self._mesh.peer_name(peer)}) on rail {self._mesh.chan_name(chan)}")
+
+    def _pending_abort(self, peer, wait):
+        """An abort message from peer, if one arrives within wait seconds."""
+        deadline = time.monotonic() + wait
+        while True:
+            for idx, ftype, kind, seq, payload in self._engine.take_messages():
+                if ftype == _eng.FRAME_ABORT and self._ctrl_peer(idx) == peer:
+                    return (kind, payload.decode(errors="replace"))
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.01)
+
+    def _engine_error(self, rc, req):
+        op_i, ep, eno, _ = self._engine.error()
+        s = req.schedule
+        name = f"{req.name} #{req.seq}"
+        peer, chan = (ep % self.size, ep // self.size) if ep >= 0 else (None, None)
+        where = ""
+        if peer is not None:
+            where = (f"rank {peer} ({self._mesh.peer_name(peer)}) on rail "
+                     f"{self._mesh.chan_name(chan)}")
+        if rc == _eng.ERR_MISMATCH:
+            exp, got = s.header_expected(), s.header_received(ep)
+            return CollectiveMismatch(
+                f"nezha: rank {self.rank}: collective mismatch with {where}: this rank called "
+                f"{_describe(exp)}, rank {peer} called {_describe(got)} ({_diff(exp, got)})")
+        if rc in (_eng.ERR_CLOSED, _eng.ERR_SOCKET) and peer is not None:
+            msg = self._pending_abort(peer, 0.5)
+            if msg is not None:
+                return _remote_error(msg, peer, self._mesh.peer_name(peer), req,
+                                     self._waiting(req))
+            if rc == _eng.ERR_CLOSED or eno in (_errno.ECONNRESET, _errno.EPIPE):
+                return PeerError(
+                    f"nezha: rank {self.rank}: {where} closed its connection during {name}: "
+                    "that process exited or died", peer=peer, rail=self._mesh.chan_name(chan))
+            return RailSystemError(
+                f"nezha: rank {self.rank}: {name}: {os.strerror(eno)} talking to {where}",
+                rail=self._mesh.chan_name(chan), peer=peer)
+        if rc == _eng.ERR_TIMEOUT:
+            what = self._waiting(req)
+            return NezhaTimeout(
+                f"nezha: rank {self.rank}: {name} did not finish within {self.timeout:g} s"
+                f"{': ' + what if what else ''}; that rank may be stuck, dead, or in a "
+                "different collective (NEZHA_TIMEOUT sets the limit)")
+        return NezhaError(f"nezha: rank {self.rank}: {name} failed (engine status {rc}) {where}")
+
+    def _fail(self, exc):
+        """After an error: tell every peer why, fail what is queued, close."""
+        if self._broken is not None:
+            return
+        self._broken = exc
+        log.warn("COLL", f"{exc}")
+        kind = (KIND_MISMATCH if isinstance(exc, CollectiveMismatch) else
+                KIND_TIMEOUT if isinstance(exc, NezhaTimeout) else
+                KIND_PEER if isinstance(exc, PeerError) else KIND_OTHER)
+        # Relay remote aborts too: a rank that only sees us close must still learn why.
+        text = str(exc).encode()[:4000]
+        for idx in range(len(self._mesh.rails) * self.size):
+            if idx % self.size != self.rank:
+                self._engine.send_frame(idx, _eng.FRAME_ABORT, kind, 0, text)
+        with self._cv:
+            pending = list(self._queue)
+            self._queue.clear()
+        for r in pending:
+            r._finish(NezhaError(f"nezha: {r.name} #{r.seq} not run: an earlier operation "
+                                 f"failed: {exc}"))
+        self._teardown()
+
+
+def _remote_error(msg, peer, peer_name, req, waiting=""):
+    kind, text = msg
+    head = f"rank {peer} ({peer_name}) aborted while this rank ran {req.name} #{req.seq}"
+    head += f" ({waiting}): " if waiting else ": "
+    text = text.removeprefix("nezha: ")
+    cls = CollectiveMismatch if kind == KIND_MISMATCH else PeerError
+    exc = cls(f"nezha: {head}{text}")
+    exc._remote = True
+    log.trace("COLL", f"abort from rank {peer}: {text}")
+    return exc
+
+
+def _describe(h):
+    coll = COLL_NAMES.get(h["coll"], f"collective {h['coll']}")
+    try:
+        dt = DType(h["dtype"]).name.lower()
+    except ValueError:
+        dt = h["dtype"]
+    parts = [f"count={h['count']}", f"dtype={dt}"]
+    if h["coll"] in (_eng.COLL_ALLREDUCE, _eng.COLL_REDUCE, _eng.COLL_REDUCE_SCATTER):
+        parts.append(f"op={ReduceOp(h['op']).name if h['op'] < 8 else h['op']}")
+    if h["root"] >= 0:
+        parts.append(f"root={h['root']}")
+    return f"{coll} #{h['seq']} ({', '.join(parts)})"
+
+
+def _diff(exp, got):
+    names = {"seq": "sequence number", "coll": "collective", "count": "count",
+             "dtype": "dtype", "op": "op", "root": "root", "algo": "algorithm",
+             "plan": "rail plan", "magic": "protocol"}
+    d = [names[k] for k in names if exp[k] != got[k]]
+    return "differs in " + ", ".join(d) if d else "headers differ"

@@ -1,0 +1,172 @@
+"""Running queued operations in order: planning, schedule cache, the engine, the model sync.
+
+Requests run one at a time in the order they were posted (the same order on every rank).
+Whoever finds the queue idle runs it: a blocking call in its own thread (no hand-off), a
+non-blocking one through the progress thread.
+"""
+import threading
+
+import numpy as np
+
+from nezha import log
+from nezha._core import engine as _eng
+from nezha.buffers import address
+from nezha.costmodel import GLOBAL_MIN_BYTES
+from nezha.planner import ALGO_RD
+from nezha.request import Request
+from nezha.types import DType, ReduceOp
+
+
+class Executor:
+    """Mixin of Communicator: the queue, the progress thread and one request's run."""
+
+    def _submit(self, name, coll, dt, op, count, root, plan, build, result, keep, seq=None,
+                ckey=None, src=None, inplace=False):
+        self._check_usable()
+        if seq is None:
+            seq = self._seq
+            self._seq += 1
+        req = Request(self, name, seq, result)
+        req.keep = keep
+        req.spec = (coll, int(dt), int(op), count, root, plan, build, ckey, src, inplace)
+        with self._cv:
+            self._queue.append(req)
+        return req
+
+    def _run_blocking(self, req):
+        """Blocking call: run the queue in this thread unless someone already does."""
+        with self._cv:
+            mine = not self._busy
+            self._busy = True if mine else self._busy
+        if mine:
+            self._drain()
+        return req.wait()
+
+    def _kick(self, req):
+        """Non-blocking call: make sure the progress thread runs the queue."""
+        with self._cv:
+            if self._worker is None:
+                self._worker = threading.Thread(target=self._work, name="nezha-progress",
+                                                daemon=True)
+                self._worker.start()
+            self._cv.notify_all()
+        return req
+
+    def _work(self):
+        while True:
+            with self._cv:
+                while not self._closed and (not self._queue or self._busy):
+                    self._cv.wait()
+                if self._closed and not self._queue:
+                    return
+                self._busy = True
+            self._drain()
+
+    def _drain(self):
+        while True:
+            with self._cv:
+                if not self._queue or self._broken is not None:
+                    self._busy = False
+                    self._cv.notify_all()
+                    return
+                req = self._queue.popleft()
+            try:
+                self._execute(req)
+                req._finish()
+            except BaseException as exc:
+                req._finish(exc)
+                self._fail(exc)
+
+    def _schedule(self, req, plan, src):
+        """A schedule for plan (one slice after another) and each slice's op range."""
+        coll, dt, op, count, root, _, build, _, _, _ = req.spec
+        s = _eng.Schedule(self.rank, self.size, self.nchan, coll, req.seq & 0xFFFFFFFF, dt, op,
+                          count, root, plan.algo, plan.hash)
+        ranges = []
+        for chan, off, cnt in plan.slices:
+            start = s.nops
+            build(s, plan.algo, chan, off, cnt, src)
+            ranges.append((start, s.nops))
+        return s, ranges
+
+    def _execute(self, req):
+        coll, dt, op, count, root, planfn, build, ckey, src, inplace = req.spec
+        # Same call on the same buffers as before, and the model has not changed since:
+        # run the schedule built then (small collectives are dominated by this cost).
+        key = None if ckey is None else (coll, dt, op, count, root, ckey, self.planner.version)
+        hit = self._cache.get(key) if key is not None else None
+        if hit is not None:
+            s, plan, ranges = hit
+            s.reset(req.seq & 0xFFFFFFFF)
+        else:
+            plan = planfn()
+            s, ranges = self._schedule(req, plan, src)
+            if key is not None:
+                if len(self._cache) >= 64:
+                    self._cache.pop(next(iter(self._cache)))
+                self._cache[key] = (s, plan, ranges)
+        req.schedule, req.plan = s, plan
+        if log.enabled("INFO", "COLL"):
+            log.info("COLL", f"{req.name} #{req.seq} count {count} {DType(dt).name.lower()} "
+                     f"root {root} {plan}")
+        voting = self._failover and coll != _eng.COLL_SENDRECV
+        # an in-place input is overwritten by partial sums: keep it for a re-run
+        snap = src.copy() if voting and inplace and src is not None else src
+        self._run(req, s, voting, plan)
+        self._last_plan = plan
+        if voting:
+            self._agree(req, s, plan, ranges, snap)
+        else:
+            self._engine.finish(s)
+        self._feed_model(plan, count)
+
+    def _feed_model(self, plan, count):
+        # Only what can teach the model something: striped payloads, or large ones (one
+        # channel's rate). One rail never records, so it costs nothing extra.
+        if plan.key is None or self.nchan == 1 or not (
+                len(plan.slices) > 1 or count * plan.esize >= GLOBAL_MIN_BYTES):
+            return
+        times = self._engine.channel_times_ns()
+        nbytes = [0] * self.nchan
+        for chan, _, cnt in plan.slices:
+            nbytes[chan] += cnt * plan.esize
+        self.planner.model.record(plan.key, nbytes, [t for t, _ in times])
+        if self.planner.model.sync_due():
+            self._sync_model()
+
+    def _run(self, req, s, failover=False, plan=None):
+        """Drive schedule s to the end; raise the right error if it fails. With failover a
+        run may end with channels set aside (ERR_CHANFAIL): the vote decides what next."""
+        eng = self._engine
+        eng.set_failover_on(failover, self._votes & 0xFFFFFFFF,
+                            [c for c, _, _ in plan.slices] if plan is not None else None)
+        rc = eng.start(s)
+        deadline = _eng.now_ns() + int(min(self.timeout, 1e9) * 1e9)
+        while rc in (_eng.ERR_OK, _eng.ERR_CTRL):
+            if rc == _eng.ERR_CTRL:
+                self._on_ctrl(req)
+            rc = eng.progress(s, deadline)
+            if rc == _eng.ERR_OK:
+                return rc
+        if rc == _eng.ERR_CHANFAIL and failover:
+            return rc
+        raise self._engine_error(rc, req)
+
+    def _sync_model(self):
+        """Sum every rank's channel timings so that all update the same cost model.
+
+        Runs at the same point of the collective sequence on every rank (the model decides
+        from the collectives it recorded, which are the same everywhere)."""
+        model = self.planner.model
+        keys = model.sync_keys()
+        vec = model.sync_vector(keys)
+        seq = 0x80000000 | (model.syncs & 0x7FFFFFFF)
+        req = Request(self, "model sync", seq)
+        s = _eng.Schedule(self.rank, self.size, self.nchan, _eng.COLL_ALLREDUCE, seq,
+                          int(DType.FLOAT64), int(ReduceOp.SUM), vec.size, -1, ALGO_RD, 0)
+        steps = max(1, self.size.bit_length())
+        s.rd_allreduce(self.planner.best_channel(), address(vec), address(vec), vec.size,
+                       np.empty(steps * vec.nbytes + 1, np.uint8))
+        req.schedule = s
+        self._run(req, s)
+        model.apply(keys, vec, self.size)
