@@ -21,7 +21,6 @@ import json
 import os
 import platform
 import re
-import shlex
 import socket
 import statistics
 import subprocess
@@ -161,7 +160,7 @@ class Options:
     max_size: int = 64 << 20
     reps: int = 2                       # repetitions of allreduce
     reps_other: int = 1                 # repetitions of the other collectives
-    time_budget: float = 0.2            # seconds per size and run (caps OSU iterations)
+    time_budget: float = 0.1            # seconds per size and run (caps OSU iterations)
     max_minutes: float = 19.0           # skip repetitions that would end later than this
     run_timeout: float = 900.0
     min_share: float = 0.05             # a claimed rail must carry at least this share
@@ -376,8 +375,8 @@ def expected_bytes(collective, doc, validate=False):
     n = doc.get("ranks", 1)
     total = 0
     for r in doc.get("results", []):
-        # iterations == 1: the second probe may have been skipped (_plan_early_stop)
-        calls = r["iterations"] + r["warmup"] - (r["iterations"] == 1) + (1 if validate else 0)
+        # warmup counts both probe calls; _plan_early_stop may have skipped one: count it out
+        calls = r["iterations"] + r["warmup"] - 1 + (1 if validate else 0)
         total += calls * wire_bytes(collective, r["nbytes"], n)
     return total
 
@@ -837,6 +836,9 @@ def write_outputs(doc, out_dir, log=print):
 
 # ---------------------------------------------------------------- worker (one rank)
 
+_ITER_MULTIPLE = 1   # set by worker(): the number of Gloo devices
+
+
 def _plan_early_stop(world, step, barrier, iterations, warmup, budget):
     """_common.plan, except that the second probe call is skipped once the first one alone
     took longer than the budget (all ranks agree): it could only confirm "1 iteration", and at
@@ -859,8 +861,11 @@ def _plan_early_stop(world, step, barrier, iterations, warmup, budget):
             break
     probe = world.allreduce(best, op=MPI.MAX)
     iters = max(1, min(iterations, int(budget / probe)))
+    # Gloo with D devices: a multiple of D timed calls, so that each device (rail) is timed
+    # equally often and the OSU average is the mean over devices (LAB.md: bimodal, use the mean).
+    iters = -(-iters // _ITER_MULTIPLE) * _ITER_MULTIPLE
     # Note: run_benchmark reports warm-up = warm + PROBE_CALLS, so a size whose second probe
-    # was skipped (then iterations == 1) reports one warm-up call more than it made.
+    # was skipped reports one warm-up call more than it made (expected_bytes allows for it).
     return iters, max(0, min(warmup, max(1, iters // 10)) - calls)
 
 
@@ -883,6 +888,8 @@ def worker(argv):
                 _one(self)
         barrier.__doc__ = "Synchronise all ranks; D barriers so that timed operations rotate devices."
         _backends.GlooBackend.barrier = barrier
+    global _ITER_MULTIPLE
+    _ITER_MULTIPLE = ndev
     import _common
     _common.plan = _plan_early_stop
     import runpy

@@ -12,6 +12,8 @@ from nezha.bootstrap import auth
 from nezha.errors import InvalidUsageError
 from nezha.rails.tcp.connect import establish, tune
 
+TCP_RTO_MAX_MS = 44  # linux/tcp.h
+
 
 class Mesh:
     """The connected sockets of one communicator and the names used in messages."""
@@ -77,6 +79,13 @@ class Mesh:
         socks = establish(self.rank, secret, listeners, targets, expected, timeout, names)
         for (peer, chan, purpose), s in socks.items():
             tune(s, bufsize if purpose == auth.PURPOSE_DATA else 0)
+            if purpose == auth.PURPOSE_CTRL:
+                try:
+                    # cap TCP's retransmission backoff (Linux >= 6.11) so that heartbeats
+                    # flow again within a second of a rail healing, not after minutes
+                    s.setsockopt(socket.IPPROTO_TCP, TCP_RTO_MAX_MS, 1000)
+                except OSError:
+                    pass
         log.info("INIT", f"connected to {self.size - 1} peers over "
                  f"{[r.name for r in self.rails]} x {self.nconns} lanes "
                  f"({len(socks)} connections)")

@@ -1,0 +1,196 @@
+#!/usr/bin/env python
+"""Rail failover in the lab: back-to-back allreduces while one host's rail is cut and healed.
+
+For each size (1 KiB, 1 MiB, 64 MiB) and mode (down = link down, blackhole = frames dropped
+silently) the driver cuts one host's rail --failures times (rotating hosts), heals it, and
+waits for re-admission. It reports per size and mode: the extra time of the collective hit by
+each failure (its time minus what it would take with the cut and no failover cost: two-rail
+speed until the cut, one-rail speed after, from the medians of the same run), the steady
+throughput before, during and after, and the time from heal to re-admission. Every result is
+checked against the expected sum on every rank.
+    python bench/failover.py [--sizes 1K,1M,64M] [--modes down,blackhole] [--failures 10]
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def parse_size(t):
+    """'64M' -> bytes."""
+    t = t.strip().upper()
+    return int(t[:-1]) * UNITS[t[-1]] if t[-1] in UNITS else int(t)
+
+
+def parse_rate(t):
+    """'400mbit' -> bits per second."""
+    t = t.lower()
+    for suffix, mult in (("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3)):
+        if t.endswith(suffix):
+            return float(t[: -len(suffix)]) * mult
+    return float(t)
+
+
+def worker(args):
+    """One rank: allreduces until the driver's stop file appears (agreed through the sum)."""
+    import numpy as np
+
+    import nezha
+    comm = nezha.Communicator()
+    n = max(2, args.size // 4)
+    base = (np.arange(n) % 7).astype(np.float32)
+    a = np.empty(n, np.float32)
+    rows, wrong = [], 0
+    expect = base * comm.size + comm.size * (comm.size - 1) // 2
+    while True:
+        a[:] = base + comm.rank
+        a[0] = 1.0 if os.path.exists(args.stop) else 0.0  # the stop flag rides along
+        t0 = time.time()
+        comm.allreduce(a)
+        t1 = time.time()
+        if a[0] > 0:
+            break
+        wrong += int(not np.array_equal(a[1:], expect[1:]))
+        alive = sum(1 << c for c, ok in enumerate(comm.planner.alive) if ok)
+        rows.append((t0, t1, alive))
+    st = comm.stats()
+    total_wrong = comm._boot.allgather(wrong)
+    if comm.rank == 0:
+        with open(args.out, "w") as f:
+            json.dump(dict(rows=rows, wrong=total_wrong, events=st["events"]), f)
+    comm.close()
+
+
+def analyse(res, failures, size, rate_bps, ranks):
+    """Numbers for one size and mode."""
+    rows = res["rows"]
+    dur = [t1 - t0 for t0, t1, _ in rows]
+    both = [d for (t0, t1, al), d in zip(rows, dur) if al == 3]
+    one = [d for (t0, t1, al), d in zip(rows, dur) if al != 3]
+    med_one = statistics.median(one) if one else float("nan")
+    med_two = statistics.median(both) if both else float("nan")
+    extra, readmit = [], []
+    for tf, th in failures:
+        # the collective that saw the failure: the first to end degraded after the cut
+        k = next((i for i, (t0, t1, al) in enumerate(rows) if t1 > tf and al != 3), None)
+        if k is None:
+            continue
+        t0, t1, _ = rows[k]
+        # what it would have taken with no failover cost: two rails until the cut, one after
+        before = min(max(tf - t0, 0.0), med_two)
+        ideal = before + (1 - before / med_two) * med_one
+        extra.append((t1 - t0) - ideal)
+        back = next((r0 for r0, r1, al in rows if r0 > th and al == 3), None)
+        if back is not None:
+            readmit.append(back - th)
+    algbw = lambda d: size / d if d else 0.0  # noqa: E731
+    factor = 2 * (ranks - 1) / ranks
+    limit1 = rate_bps / 8
+    return dict(
+        size=size, failures=len(failures), hits=len(extra),
+        extra_ms_median=1e3 * statistics.median(extra) if extra else None,
+        extra_ms_max=1e3 * max(extra) if extra else None,
+        busbw_two_rails=algbw(statistics.median(both)) * factor if both else None,
+        busbw_one_rail=algbw(med_one) * factor if one else None,
+        one_rail_pct_of_limit=100 * algbw(med_one) * factor / limit1 if one else None,
+        readmit_s_median=statistics.median(readmit) if readmit else None,
+        collectives=len(rows), wrong=sum(res["wrong"]))
+
+
+def main():
+    """Driver."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--size", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--stop", help=argparse.SUPPRESS)
+    p.add_argument("--out", help=argparse.SUPPRESS)
+    p.add_argument("--sizes", default="1K,1M,64M")
+    p.add_argument("--modes", default="down,blackhole")
+    p.add_argument("--failures", type=int, default=10)
+    p.add_argument("--down-s", type=float, default=1.0, help="how long each cut lasts")
+    p.add_argument("--gap-s", type=float, default=2.5, help="time after a heal before the next")
+    p.add_argument("--rate", default="400mbit")
+    p.add_argument("--json", default=os.path.join(ROOT, "bench", "out", "failover.json"))
+    args = p.parse_args()
+    if args.worker:
+        return worker(args)
+
+    from nezha.lab import Lab, LabSpec
+    lab = Lab(LabSpec(hosts=4, rails=2, rates=args.rate, name="nzfo"))
+    lab.up(replace=True)
+    results = []
+    env = dict(os.environ, PYTHONPATH=ROOT, NEZHA_SOCKET_IFNAME="rail0,rail1",
+               NEZHA_READMIT="0.3")
+    try:
+        for size in (parse_size(s) for s in args.sizes.split(",")):
+            for mode in args.modes.split(","):
+                stop = f"/tmp/nzfo-stop-{os.getpid()}"
+                out = f"/tmp/nzfo-{os.getpid()}.json"
+                for f in (stop, out):
+                    if os.path.exists(f):
+                        os.remove(f)
+                cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--size",
+                       str(size), "--stop", stop, "--out", out]
+                box = {}
+                th = threading.Thread(target=lambda: box.update(
+                    r=lab.run(cmd, env=env, timeout=1800, capture=True)))
+                th.start()
+                time.sleep(4.0)  # warm up on both rails
+                failures = []
+                # long enough cuts for a few collectives to run on one rail alone (the
+                # reference for "extra"), and long enough gaps to get both rails back
+                one_rail_s = size * 1.5 / (parse_rate(args.rate) / 8)
+                down_s = max(args.down_s, 3 * one_rail_s)
+                gap_s = max(args.gap_s, 3 * one_rail_s / 2 + 2.5)
+                for k in range(args.failures):
+                    # cut the rail small messages ride on (rail0) or alternate for large ones
+                    host, rail = 1 + k % 3, 0 if (size < (1 << 20) or k % 2 == 0) else 1
+                    tf = time.time()
+                    lab.fail(host, rail, mode)
+                    time.sleep(down_s)
+                    lab.heal(host, rail)
+                    failures.append((tf, time.time()))
+                    time.sleep(gap_s)
+                open(stop, "w").close()
+                th.join()
+                res = box["r"]
+                if res.returncode != 0 or not os.path.exists(out):
+                    print((res.stdout or "")[-3000:] + (res.stderr or "")[-3000:], file=sys.stderr)
+                    raise SystemExit(f"failover run failed: size {size} mode {mode}")
+                with open(out) as f:
+                    data = json.load(f)
+                row = analyse(data, failures, size, parse_rate(args.rate), 4)
+                row["mode"] = mode
+                row["events"] = data["events"]
+                row["raw"] = dict(rows=data["rows"], failures=failures)
+                results.append(row)
+                print(json.dumps({k: v for k, v in row.items() if k not in ("events", "raw")}),
+                      flush=True)
+    finally:
+        lab.down()
+    os.makedirs(os.path.dirname(args.json), exist_ok=True)
+    with open(args.json, "w") as f:
+        json.dump(results, f, indent=1)
+    print("\n| size | mode | failures | extra ms (median / worst) | busbw 2 rails | busbw 1 rail "
+          "(% of its limit) | re-admission s (median) | collectives | wrong |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in results:
+        fmt = lambda v, f: "n/a" if v is None else format(v, f)  # noqa: E731
+        print(f"| {r['size']} | {r['mode']} | {r['hits']}/{r['failures']} | "
+              f"{fmt(r['extra_ms_median'], '.1f')} / {fmt(r['extra_ms_max'], '.1f')} | "
+              f"{fmt(r['busbw_two_rails'] and r['busbw_two_rails'] / 1e6, '.1f')} MB/s | "
+              f"{fmt(r['busbw_one_rail'] and r['busbw_one_rail'] / 1e6, '.1f')} MB/s "
+              f"({fmt(r['one_rail_pct_of_limit'], '.1f')}%) | "
+              f"{fmt(r['readmit_s_median'], '.2f')} | {r['collectives']} | {r['wrong']} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

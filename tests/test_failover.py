@@ -1,0 +1,94 @@
+"""Rail failures in the lab: results stay exact, the rail is rerouted and re-admitted; losing
+the last rail, or a rank, is an error on every rank, never a hang."""
+import json
+import os
+import sys
+import threading
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORKER = os.path.join(ROOT, "tests", "workers", "failover_worker.py")
+pytestmark = pytest.mark.lab
+
+
+def _run(lab, kind, inject, tmp_path, env_extra=None, np_=4):
+    stop = str(tmp_path / "stop")
+    env = dict(os.environ, PYTHONPATH=ROOT, NEZHA_SOCKET_IFNAME="rail0,rail1",
+               NEZHA_READMIT="0.3", NEZHA_TIMEOUT="30", **(env_extra or {}))
+    box = {}
+    t = threading.Thread(target=lambda: box.update(r=lab.run(
+        [sys.executable, WORKER, stop, kind], np=np_, env=env, timeout=300, capture=True)))
+    t.start()
+    try:
+        time.sleep(3)
+        inject()
+    finally:
+        open(stop, "w").close()
+        t.join(320)
+    res = box["r"]
+    out = (res.stdout or "") + (res.stderr or "")
+    results = [json.loads(line.split("RESULT ", 1)[1]) for line in out.splitlines()
+               if "RESULT " in line]
+    return res, results, out
+
+
+@pytest.mark.parametrize("mode", ["down", "blackhole"])
+def test_results_exact_across_repeated_failures(lab, mode, tmp_path):
+    def inject():
+        for k in range(3):
+            lab.fail(1 + k % 3, k % 2, mode)
+            time.sleep(0.8)
+            lab.heal(1 + k % 3, k % 2)
+            time.sleep(2.0)
+
+    res, results, out = _run(lab, "all", inject, tmp_path)
+    assert res.returncode == 0 and len(results) == 4, out[-4000:]
+    for r in results:
+        assert r["error"] is None and r["wrong"] == 0 and r["done"] > 8, r
+    # rank 0's record: failures were seen and rerouted, and the rails came back
+    events = results[0]["events"]
+    assert sum(e["event"] == "down" for e in events) >= 2, events
+    assert sum(e["event"] == "up" for e in events) >= 2, events
+    assert all(results[0]["alive"].values()), results[0]["alive"]
+
+
+def test_last_rail_lost_is_an_error(lab, tmp_path):
+    def inject():
+        lab.fail(2, 0, "blackhole")
+        lab.fail(2, 1, "blackhole")
+        time.sleep(4)
+        lab.heal(2, 0)
+        lab.heal(2, 1)
+
+    t0 = time.time()
+    res, results, out = _run(lab, "allreduce", inject, tmp_path)
+    assert len(results) == 4, out[-4000:]
+    for r in results:
+        assert r["error"] in ("RailSystemError", "PeerError", "NezhaTimeout"), r
+        assert r["wrong"] == 0
+        assert r["t"] - t0 < 30, r  # well inside NEZHA_TIMEOUT: detected, not timed out
+    text = " ".join(r["msg"] for r in results)
+    assert "rank 2" in text and "every rail" in text, text
+
+
+def test_killed_rank_is_an_error_with_two_rails(lab, tmp_path):
+    def inject():
+        import signal
+        import subprocess
+        pids = subprocess.run(["ip", "netns", "pids", lab.host_ns(3)], capture_output=True,
+                              text=True, timeout=10).stdout.split()
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if b"failover_worker" in f.read():
+                        os.kill(int(pid), signal.SIGKILL)
+            except OSError:
+                pass
+
+    res, results, out = _run(lab, "allreduce", inject, tmp_path)
+    assert len(results) == 3, out[-4000:]
+    for r in results:
+        assert r["error"] == "PeerError", r
+        assert "rank 3" in r["msg"], r

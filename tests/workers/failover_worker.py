@@ -1,0 +1,55 @@
+"""One rank of a failover scenario (tests/test_failover.py): runs collectives, checks every
+result against numpy, and stops when the stop file appears; prints RESULT {json} on exit."""
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+import nezha
+
+
+def main(stop, kind):
+    comm = nezha.Communicator()
+    r, n = comm.rank, comm.size
+    wrong = done = 0
+    count = 300_007  # odd, prime: slices and pieces that do not divide evenly
+    base = (np.arange(count) % 5).astype(np.int64)
+    try:
+        while True:
+            flag = np.array([1 if os.path.exists(stop) else 0], np.int64)
+            comm.allreduce(flag, op=nezha.MAX)
+            if flag[0]:
+                break
+            which = done % 4 if kind == "all" else 0
+            if which == 0:
+                a = base + r
+                comm.allreduce(a)
+                wrong += not np.array_equal(a, base * n + n * (n - 1) // 2)
+            elif which == 1:
+                b = base * 3 if r == 1 else np.zeros(count, np.int64)
+                comm.broadcast(b, root=1)
+                wrong += not np.array_equal(b, base * 3)
+            elif which == 2:
+                out = np.zeros(count * n, np.int64)
+                comm.allgather(base + r, out)
+                wrong += not np.array_equal(out, np.concatenate([base + k for k in range(n)]))
+            else:
+                c = count - count % n
+                send = np.tile(base[: c // n], n) + r
+                out = np.zeros(c // n, np.int64)
+                comm.reduce_scatter(send, out)
+                wrong += not np.array_equal(out, base[: c // n] * n + n * (n - 1) // 2)
+            done += 1
+        st = comm.stats()
+        print("RESULT " + json.dumps(dict(error=None, wrong=wrong, done=done,
+                                          events=st["events"], alive=st["alive"])), flush=True)
+    except nezha.NezhaError as exc:
+        print("RESULT " + json.dumps(dict(error=type(exc).__name__, msg=str(exc), wrong=wrong,
+                                          done=done, t=time.time())), flush=True)
+    comm.close()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
