@@ -15,20 +15,20 @@ import sys
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FuncFormatter  # noqa: E402
+import matplotlib.pyplot as plt
+from matplotlib.ticker import FuncFormatter
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
-from _common import BUSBW_FACTORS  # noqa: E402
+from _common import BUSBW_FACTORS
 
 COLORS = {"nezha": ("#c0392b", "#e67e22", "#f1c40f"), "gloo": ("#2471a3", "#5dade2"),
           "mpi": ("#1e8449", "#52be80", "#7d3c98", "#a569bd", "#117864"), "mptcp": ("#6e2c00",)}
 
 
 def _size_label(x, _pos=None):
-    x = int(round(x))
+    x = round(x)
     for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
         if x >= 1 << shift:
             return f"{x >> shift}{unit}"
@@ -99,7 +99,7 @@ def plot(doc, out_dir):
             ax.set_title(f"{coll} {metric} — {title_lab}, nezha {doc['version']}, {doc['started'][:10]}")
             ax.grid(True, which="major", alpha=0.35)
             ax.grid(True, which="minor", alpha=0.12)
-            ax.legend(fontsize=7.5, loc="upper left" if metric == "busbw" else "upper left", ncol=2)
+            ax.legend(fontsize=7.5, loc="upper left", ncol=2)
             fig.tight_layout()
             path = os.path.join(out_dir, f"{metric}_{coll}.png")
             fig.savefig(path)

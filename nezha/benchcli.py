@@ -151,7 +151,8 @@ def main(argv=None):
                 log(f"# could not remove lab {lab.name}: {e} (run `nezha lab down --name {lab.name}`)")
         for s, h in old.items():
             signal.signal(s, h)
-    print(open(os.path.join(out, "compare.md")).read().split("\n## OSU-style tables")[0])
+    with open(os.path.join(out, "compare.md")) as f:
+        print(f.read().split("\n## OSU-style tables")[0])
     runs = doc["runs"]
     bad = [r for r in runs if "error" in r or not r["placement"]["ok"]]
     return 0 if runs and not bad else 1

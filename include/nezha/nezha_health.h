@@ -114,7 +114,8 @@ static inline void nz_health_post(nz_health_t *h, int32_t i, const nz_frame_t *f
     }
     memcpy(h->inbox + h->ilen, &i, sizeof(int32_t));
     memcpy(h->inbox + h->ilen + sizeof(int32_t), f, sizeof(nz_frame_t));
-    if (f->len) memcpy(h->inbox + h->ilen + sizeof(int32_t) + sizeof(nz_frame_t), payload, f->len);
+    if (f->len && payload)
+        memcpy(h->inbox + h->ilen + sizeof(int32_t) + sizeof(nz_frame_t), payload, f->len);
     h->ilen += need;
     pthread_mutex_unlock(&h->ilock);
     uint64_t one = 1;
