@@ -413,8 +413,7 @@ def render(results, opts, elapsed):
                    "GLOO_SOCKET_IFNAME as given; mpi = Open MPI 5 + mpi4py `Allreduce`, pml ob1, "
                    "btl tcp,self, `btl_tcp_if_include` as given, ring allreduce "
                    "(coll_tuned_allreduce_algorithm 4), mpirun/PMIx on mgmt."),
-              f"Command: `{' '.join(['python bench/failover_baselines.py', *opts.argv])}` — "
-              f"{elapsed:.0f} s in all."]
+              f"Command: `{' '.join(['python bench/failover_baselines.py', *opts.argv])}` — {elapsed:.0f} s."]
     return "\n".join(lines) + "\n"
 
 

@@ -186,7 +186,7 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
         "WARN adds warnings (something is probably wrong but nezha carries on); INFO adds what "
         "nezha decided and why, for the subsystems in NEZHA_DEBUG_SUBSYS; TRACE adds detail per "
         "operation and slows things down. Lines go to stderr, or to NEZHA_DEBUG_FILE.")),
-    Param("DEBUG_SUBSYS", "list", "INIT,BOOT,RAIL,ENV", allowed=SUBSYSTEMS, help=(
+    Param("DEBUG_SUBSYS", "list", "INIT,BOOT,RAIL,PLAN,HEALTH,ENV", allowed=SUBSYSTEMS, help=(
         "Subsystems whose INFO and TRACE lines are printed: INIT (communicator setup), BOOT "
         "(rank discovery, handle exchange), RAIL (rail discovery, connections, failures), COLL "
         "(every collective call), PLAN (algorithm and striping choices), HEALTH (rail health "
@@ -229,6 +229,10 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
         "Rails slower than the fastest one divided by this ratio are left out of striping, "
         "because the whole segment would wait for their piece. 1 uses only rails as fast as "
         "the fastest.")),
+    Param("SPLIT", "enum", "measured", allowed=("measured", "equal"), help=(
+        "How a collective is split over rails: measured (by each rail's delivered rate, "
+        "learned from finished collectives: the rails finish together) or equal (the same "
+        "share on every rail, as a static striping library does; for comparisons).")),
     Param("ALGO", "enum", "auto", allowed=("auto", "ring", "rd"), help=(
         "Allreduce algorithm: ring (reduce-scatter then allgather, pipelined in "
         "NEZHA_SEGMENT_SIZE segments; best for large buffers), rd (recursive doubling: "

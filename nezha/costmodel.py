@@ -54,8 +54,9 @@ class Bucket:
 class CostModel:
     """Per-channel delivered rates, per size bucket, with the cold/hot state machine."""
 
-    def __init__(self, nchan, names, nominal=None):
+    def __init__(self, nchan, names, nominal=None, static=False):
         self.nchan = nchan
+        self.static = static               # NEZHA_SPLIT=equal: never leave the prior
         self.names = names
         self.nominal = list(nominal) if nominal else [1.0] * nchan
         self.rho = [None] * nchan          # overall rate per channel (prior for COLD buckets)
@@ -159,6 +160,8 @@ class CostModel:
 
     def rates(self, key):
         """(rates per channel for this bucket, state)."""
+        if self.static:
+            return list(self.nominal), COLD
         b = self.buckets.get(key)
         if b is not None and b.state == HOT:
             return [r if r is not None else 0.0 for r in b.rho], HOT

@@ -101,6 +101,8 @@ class Executor:
         else:
             plan = planfn()
             s, ranges = self._schedule(req, plan, src)
+            if log.enabled("INFO", "PLAN"):
+                log.info("PLAN", f"{req.name} of {count} x {DType(dt).name.lower()}: {plan}")
             if key is not None:
                 if len(self._cache) >= 64:
                     self._cache.pop(next(iter(self._cache)))

@@ -42,7 +42,8 @@ class Planner:
     def __init__(self, nchan, cfg, names=None):
         self.nchan = nchan
         self.alive = [True] * nchan
-        self.model = CostModel(nchan, names or [str(c) for c in range(nchan)])
+        self.model = CostModel(nchan, names or [str(c) for c in range(nchan)],
+                               static=cfg["SPLIT"] == "equal")
         self.algo = cfg["ALGO"]
         self.small = cfg["SMALL_MSG_THRESHOLD"]
         self.min_piece = cfg["MIN_RAIL_PIECE"]
