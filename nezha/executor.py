@@ -12,7 +12,7 @@ from nezha import log
 from nezha._core import engine as _eng
 from nezha.buffers import address
 from nezha.costmodel import GLOBAL_MIN_BYTES
-from nezha.planner import ALGO_RD
+from nezha.planner import ALGO_RD, Plan
 from nezha.request import Request
 from nezha.types import DType, ReduceOp
 
@@ -163,12 +163,17 @@ class Executor:
         keys = model.sync_keys()
         vec = model.sync_vector(keys)
         seq = 0x80000000 | (model.syncs & 0x7FFFFFFF)
-        req = Request(self, "model sync", seq)
-        s = _eng.Schedule(self.rank, self.size, self.nchan, _eng.COLL_ALLREDUCE, seq,
-                          int(DType.FLOAT64), int(ReduceOp.SUM), vec.size, -1, ALGO_RD, 0)
-        steps = max(1, self.size.bit_length())
-        s.rd_allreduce(self.planner.best_channel(), address(vec), address(vec), vec.size,
-                       np.empty(steps * vec.nbytes + 1, np.uint8))
-        req.schedule = s
-        self._run(req, s)
+        req = Request(self, "model sync", seq, vec)
+        es = vec.itemsize
+
+        def build(s, algo, chan, off, cnt, src):
+            steps = max(1, self.size.bit_length())
+            s.rd_allreduce(chan, address(vec) + off * es, address(src) + off * es, cnt,
+                           np.empty(steps * cnt * es + 1, np.uint8))
+
+        # a regular collective (it votes and reroutes like any other), never cached or recorded
+        req.spec = (_eng.COLL_ALLREDUCE, int(DType.FLOAT64), int(ReduceOp.SUM), vec.size, -1,
+                    lambda: Plan([(self.planner.best_channel(), 0, vec.size)], ALGO_RD),
+                    build, None, vec, True)
+        self._execute(req)
         model.apply(keys, vec, self.size)

@@ -27,6 +27,7 @@ def _run(lab, kind, inject, tmp_path, env_extra=None, np_=4):
     finally:
         open(stop, "w").close()
         t.join(320)
+        lab.reset()  # heal whatever a failed test left cut
     res = box["r"]
     out = (res.stdout or "") + (res.stderr or "")
     results = [json.loads(line.split("RESULT ", 1)[1]) for line in out.splitlines()
