@@ -67,7 +67,7 @@ def _parser():
     c.add_argument("--reps-other", type=int, default=1,
                    help="interleaved repetitions of the other collectives (default 1)")
     c.add_argument("--time-budget", type=float, default=None,
-                   help="seconds per size and run, caps OSU iterations (default 0.1; --quick 0.05)")
+                   help="seconds per size and run, caps OSU iterations (default 0.05)")
     c.add_argument("--max-minutes", type=float, default=19.0,
                    help="skip repetitions that would end after this much wall time (default 19)")
     c.add_argument("--validate", action="store_true", help="also check results (OSU -c)")
@@ -102,7 +102,7 @@ def main(argv=None):
         min_size=parse_size(a.min_size),
         max_size=parse_size(a.max_size or ("4M" if a.quick else "64M")),
         reps=a.reps if a.reps is not None else (1 if a.quick else 2), reps_other=a.reps_other,
-        time_budget=a.time_budget if a.time_budget is not None else (0.05 if a.quick else 0.1),
+        time_budget=a.time_budget if a.time_budget is not None else 0.05,
         max_minutes=a.max_minutes, validate=a.validate, quick=a.quick)
 
     ok, why = available()

@@ -87,7 +87,7 @@ class Communicator(Executor, Failover, Diagnose):
         self._events = []
         self.planner = Planner(self.nchan, cfg, [mesh.chan_name(c) for c in range(self.nchan)])
         if self._failover:
-            self.planner.piece_bytes = max(int(cfg["MIN_RAIL_PIECE"]), 2 << 20)
+            self.planner.piece_bytes = max(int(cfg["MIN_RAIL_PIECE"]), 1 << 20)
         self._seq = 0
         self._p2p_out = collections.Counter()
         self._p2p_in = collections.Counter()

@@ -33,7 +33,8 @@ HYSTERESIS = 0.01   # ignore split changes smaller than this share of the payloa
 EQUAL_BAND = 0.03   # shares this close to equal are made exactly equal (Ethereal)
 SYNC_BYTES = 8 << 20  # striped bytes between syncs
 SYNC_COUNT = 64       # ... or this many recorded collectives
-GLOBAL_MIN_BYTES = 1 << 20  # slices at least this large feed the overall (prior) rate
+GLOBAL_MIN_BYTES = 256 << 10  # slices at least this large feed the overall (prior) rate
+LEARN_BYTES = 256 << 10     # while a bucket is cold, sync after this much striped traffic
 
 COLD, HOT = "COLD", "HOT"
 
@@ -84,9 +85,16 @@ class CostModel:
         self.pending_count += 1
 
     def sync_due(self):
-        """True when enough has been recorded; identical on every rank (same collectives)."""
-        return self.pending_count and (self.pending_bytes >= SYNC_BYTES
-                                       or self.pending_count >= SYNC_COUNT)
+        """True when enough has been recorded; identical on every rank (same collectives).
+
+        A cold bucket learns fast (a sync after every striped collective of some size), a
+        hot one is only kept up to date."""
+        if not self.pending_count:
+            return False
+        if self.pending_bytes >= SYNC_BYTES or self.pending_count >= SYNC_COUNT:
+            return True
+        return self.pending_bytes >= LEARN_BYTES and any(
+            self.state(k) == COLD for k in self.pending)
 
     def sync_keys(self):
         """Bucket keys in the next sync, in an order every rank agrees on."""

@@ -144,6 +144,18 @@ def test_max_rails_limits_the_stripe():
 def test_sync_is_due_at_the_same_point_for_everyone():
     m = CostModel(2, ["a", "b"])
     key = bucket_of("allreduce", 1 << 20)
+    # a cold bucket syncs after each striped collective of LEARN_BYTES or more
+    m.record(key, [64 << 10, 64 << 10], [1000, 1000])
+    assert not m.sync_due()
+    m.record(key, [64 << 10, 64 << 10], [1000, 1000])
+    assert m.sync_due() and costmodel.LEARN_BYTES == 256 << 10
+    keys = m.sync_keys()
+    for _ in range(costmodel.K_WARM):
+        m.record(key, [512 << 10, 512 << 10], [1000, 1000])
+        keys = m.sync_keys()
+        m.apply(keys, m.sync_vector(keys) * 2, 2)
+    assert m.state(key) == HOT
+    # hot: only every SYNC_BYTES
     n = 0
     while not m.sync_due():
         m.record(key, [512 << 10, 512 << 10], [1000, 1000])
