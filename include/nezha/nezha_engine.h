@@ -83,6 +83,7 @@ typedef struct {
     int32_t *sq, *rq;
     int32_t nsq, nrq, sh, rh;
     int want_out, want_in;
+    int moved;                        /* bytes moved since the last silence check */
     uint64_t bytes_sent, bytes_recv;  /* lifetime counters */
 } nz_ep_t;
 
@@ -120,6 +121,10 @@ typedef struct {
     int64_t vote_seq;          /* -1: no vote */
     int32_t *slice_chan;       /* slice -> channel, for the current run */
     int32_t nslices;
+    /* last time bytes moved on any endpoint of (rail, peer): proof of life as good as a
+     * heartbeat, and the one that survives congestion (a heartbeat dropped by a full queue
+     * waits for TCP's 200 ms minimum retransmission timeout) */
+    int64_t *data_heard;
     /* scratch for queue building */
     int32_t *qbuf;
     int64_t qcap;
@@ -234,6 +239,7 @@ static inline int nz_progress_send(nz_engine_t *e, nz_ep_t *p, nz_op_t *ops, int
                 o->done += first;
                 if (niov == 2) o2->done += (uint64_t)n - first;
                 p->bytes_sent += (uint64_t)n;
+                p->moved = 1;
                 *progress = 1;
             } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
                 p->want_out = 1;
@@ -272,6 +278,7 @@ static inline int nz_progress_recv(nz_engine_t *e, nz_ep_t *p, nz_op_t *ops, int
                 if (n > 0) {
                     p->stage_len += (uint64_t)n;
                     p->bytes_recv += (uint64_t)n;
+                    p->moved = 1;
                     *progress = 1;
                 } else if (n == 0) {
                     if (nz_fail_chan(e, p->chan, p->peer, NZ_WHY_CLOSED, 0)) return 0;
@@ -291,6 +298,7 @@ static inline int nz_progress_recv(nz_engine_t *e, nz_ep_t *p, nz_op_t *ops, int
                 if (n > 0) {
                     o->done += (uint64_t)n;
                     p->bytes_recv += (uint64_t)n;
+                    p->moved = 1;
                     *progress = 1;
                 } else if (n == 0) {
                     if (nz_fail_chan(e, p->chan, p->peer, NZ_WHY_CLOSED, 0)) return 0;
@@ -388,10 +396,17 @@ static inline int nz_check_silence(nz_engine_t *e, int64_t now) {
     }
     for (int32_t i = 0; i < e->nep; i++) {
         nz_ep_t *p = &e->eps[i];
+        if (p->fd < 0) continue;
+        int32_t c = e->chan_rail[p->chan] * size + p->peer;
+        if (p->moved) { e->data_heard[c] = now; p->moved = 0; }
+    }
+    for (int32_t i = 0; i < e->nep; i++) {
+        nz_ep_t *p = &e->eps[i];
         if (nz_chan_dead(e, p->chan) || (p->sh >= p->nsq && p->rh >= p->nrq)) continue;
         int32_t c = e->chan_rail[p->chan] * size + p->peer;
+        int64_t heard = h->last_heard[c] > e->data_heard[c] ? h->last_heard[c] : e->data_heard[c];
         if (h->closed[c]) hit |= nz_fail_chan(e, p->chan, p->peer, NZ_WHY_CLOSED, 0);
-        else if (now - h->last_heard[c] > e->silent_ns)
+        else if (now - heard > e->silent_ns)
             hit |= nz_fail_chan(e, p->chan, p->peer, NZ_WHY_SILENT, 0);
     }
     return hit;

@@ -76,7 +76,7 @@ cdef class Schedule:
     cdef char **pre_dst
     cdef const char **pre_src
     cdef uint64_t *pre_n
-    cdef int npre
+    cdef int npre, cappre
     cdef char *avg_ptr[64]
     cdef uint64_t avg_count[64]
     cdef double avg_div
@@ -103,9 +103,10 @@ cdef class Schedule:
         self.hdr_state = <uint8_t *>calloc(nep if nep > 0 else 1, 1)
         self.cap = 64
         self.ops = <nz_op_t *>malloc(self.cap * sizeof(nz_op_t))
-        self.pre_dst = <char **>malloc(4 * size * sizeof(char *) + 8)
-        self.pre_src = <const char **>malloc(4 * size * sizeof(char *) + 8)
-        self.pre_n = <uint64_t *>malloc(4 * size * sizeof(uint64_t) + 8)
+        self.cappre = 8
+        self.pre_dst = <char **>malloc(self.cappre * sizeof(char *))
+        self.pre_src = <const char **>malloc(self.cappre * sizeof(char *))
+        self.pre_n = <uint64_t *>malloc(self.cappre * sizeof(uint64_t))
         if not (self.hdr_in and self.hdr_state and self.ops and self.pre_dst and self.pre_src
                 and self.pre_n):
             raise MemoryError()
@@ -183,8 +184,23 @@ cdef class Schedule:
         # Local copies done before the network starts (own block of allgather, ...).
         if n == 0 or dst == src:
             return 0
-        if self.npre >= 4 * self.size:
-            raise MemoryError("too many local copies")
+        cdef char **d
+        cdef const char **sr
+        cdef uint64_t *nn
+        if self.npre == self.cappre:  # one copy per slice: grow with the slices
+            d = <char **>realloc(self.pre_dst, 2 * self.cappre * sizeof(char *))
+            if d == NULL:
+                raise MemoryError()
+            self.pre_dst = d
+            sr = <const char **>realloc(<void *>self.pre_src, 2 * self.cappre * sizeof(char *))
+            if sr == NULL:
+                raise MemoryError()
+            self.pre_src = sr
+            nn = <uint64_t *>realloc(self.pre_n, 2 * self.cappre * sizeof(uint64_t))
+            if nn == NULL:
+                raise MemoryError()
+            self.pre_n = nn
+            self.cappre *= 2
         self.pre_dst[self.npre], self.pre_src[self.npre], self.pre_n[self.npre] = dst, src, n
         self.npre += 1
         return 0
@@ -545,6 +561,9 @@ cdef class Engine:
         if self.h.evfd < 0:
             raise OSError("eventfd failed")
         self.e.health = &self.h
+        self.e.data_heard = <int64_t *>calloc(n, sizeof(int64_t))
+        if self.e.data_heard == NULL:
+            raise MemoryError()
         self.has_health = True
         if nz_health_start(&self.h) != 0:
             raise OSError("cannot start the health thread")
@@ -574,6 +593,7 @@ cdef class Engine:
         free(self.e.chan_rail)
         free(self.e.fail_why); free(self.e.fail_peer); free(self.e.fail_errno); free(self.e.fail_ns)
         free(self.e.slice_chan)
+        free(self.e.data_heard)
         free(self.e.qbuf)
 
     def set_spin(self, double seconds):

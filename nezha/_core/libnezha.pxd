@@ -141,6 +141,7 @@ cdef extern from "nezha/nezha_engine.h" nogil:
         int64_t vote_seq
         int32_t *slice_chan
         int32_t nslices
+        int64_t *data_heard
         int32_t *qbuf
         int64_t qcap
 
