@@ -96,6 +96,12 @@ SYSTEMS = [
            env=(("NEZHA_SOCKET_IFNAME", "rail1"),)),
     System("nezha-all", "nezha on all rails", "nezha", "all",
            env=(("NEZHA_SOCKET_IFNAME", "{ifnames}"),), when="multi"),
+    System("nezha-all-equal", "nezha on all rails, static equal split (NEZHA_SPLIT=equal)",
+           "nezha", "all", env=(("NEZHA_SOCKET_IFNAME", "{ifnames}"), ("NEZHA_SPLIT", "equal")),
+           collectives=("allreduce",), when="unequal"),
+    System("nezha-all-nofo", "nezha on all rails without failover (NEZHA_FAILOVER=n: no vote)",
+           "nezha", "all", env=(("NEZHA_SOCKET_IFNAME", "{ifnames}"), ("NEZHA_FAILOVER", "n")),
+           collectives=("allreduce",), when="multi"),
     System("gloo-rail0", "torch.distributed Gloo, GLOO_SOCKET_IFNAME=rail0", "gloo", "rail0"),
     System("gloo-all", "Gloo, GLOO_SOCKET_IFNAME=all rails (one device per rail, whole "
            "operations rotate over devices)", "gloo", "all", when="multi"),
