@@ -259,6 +259,29 @@ static inline int nz_progress_send(nz_engine_t *e, nz_ep_t *p, nz_op_t *ops, int
     return 0;
 }
 
+/* One recv into buf: bytes read (> 0), 0 if it would block, or -1 after an error: then
+ * e->err is the run's error, or NZ_OK when failover set the channel aside instead. */
+static inline ssize_t nz_recv_some(nz_engine_t *e, nz_ep_t *p, int32_t oi, char *buf,
+                                   uint64_t len) {
+    for (;;) {
+        ssize_t n = recv(p->fd, buf, len, MSG_DONTWAIT);
+        if (n > 0) {
+            p->bytes_recv += (uint64_t)n;
+            p->moved = 1;
+            return n;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            p->want_in = 1;
+            return 0;
+        }
+        int closed = n == 0, eno = closed ? 0 : errno;
+        if (!nz_fail_chan(e, p->chan, p->peer, closed ? NZ_WHY_CLOSED : NZ_WHY_ERROR, eno))
+            nz_fail(e, closed ? NZ_ERR_CLOSED : NZ_ERR_SOCKET, oi, (int32_t)(p - e->eps), eno);
+        return -1;
+    }
+}
+
 static inline int nz_progress_recv(nz_engine_t *e, nz_ep_t *p, nz_op_t *ops, int64_t t0,
                                    int *progress) {
     p->want_in = 0;
@@ -274,42 +297,20 @@ static inline int nz_progress_recv(nz_engine_t *e, nz_ep_t *p, nz_op_t *ops, int
                 uint64_t room = p->stage_cap - p->stage_len;
                 if (want > room) want = room;
                 if (want == 0) break;
-                ssize_t n = recv(p->fd, p->stage + p->stage_len, want, MSG_DONTWAIT);
-                if (n > 0) {
-                    p->stage_len += (uint64_t)n;
-                    p->bytes_recv += (uint64_t)n;
-                    p->moved = 1;
-                    *progress = 1;
-                } else if (n == 0) {
-                    if (nz_fail_chan(e, p->chan, p->peer, NZ_WHY_CLOSED, 0)) return 0;
-                    return nz_fail(e, NZ_ERR_CLOSED, oi, epi, 0);
-                } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                    p->want_in = 1;
-                    break;
-                } else if (errno != EINTR) {
-                    if (nz_fail_chan(e, p->chan, p->peer, NZ_WHY_ERROR, errno)) return 0;
-                    return nz_fail(e, NZ_ERR_SOCKET, oi, epi, errno);
-                }
+                ssize_t n = nz_recv_some(e, p, oi, p->stage + p->stage_len, want);
+                if (n < 0) return e->err;
+                if (n == 0) break;
+                p->stage_len += (uint64_t)n;
+                *progress = 1;
             }
         } else {
             uint64_t lim = nz_limit(ops, o);
             while (o->done < lim) {
-                ssize_t n = recv(p->fd, o->ptr + o->done, lim - o->done, MSG_DONTWAIT);
-                if (n > 0) {
-                    o->done += (uint64_t)n;
-                    p->bytes_recv += (uint64_t)n;
-                    p->moved = 1;
-                    *progress = 1;
-                } else if (n == 0) {
-                    if (nz_fail_chan(e, p->chan, p->peer, NZ_WHY_CLOSED, 0)) return 0;
-                    return nz_fail(e, NZ_ERR_CLOSED, oi, epi, 0);
-                } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                    p->want_in = 1;
-                    return 0;
-                } else if (errno != EINTR) {
-                    if (nz_fail_chan(e, p->chan, p->peer, NZ_WHY_ERROR, errno)) return 0;
-                    return nz_fail(e, NZ_ERR_SOCKET, oi, epi, errno);
-                }
+                ssize_t n = nz_recv_some(e, p, oi, o->ptr + o->done, lim - o->done);
+                if (n < 0) return e->err;
+                if (n == 0) return 0;
+                o->done += (uint64_t)n;
+                *progress = 1;
             }
             if (o->done == o->nbytes && o->kind == NZ_RECV_HDR &&
                 !nezha_hdr_equal((const nezha_hdr_t *)o->ptr, (const nezha_hdr_t *)o->src))
