@@ -15,7 +15,7 @@ from nezha.diagnose import Diagnose
 from nezha.executor import Executor
 from nezha.failover import Failover
 from nezha.mesh import Mesh
-from nezha.planner import ALGO_DIRECT, ALGO_RD, ALGO_TREE, Plan, Planner
+from nezha.planner import ALGO_DIRECT, ALGO_NAMES, ALGO_RD, ALGO_TREE, Plan, Planner
 from nezha.rails.tcp.device import TcpRail
 from nezha.rails.tcp.ifaces import select_interfaces
 from nezha.types import DType, ReduceOp, check_op_dtype
@@ -125,13 +125,7 @@ class Communicator(Executor, Failover, Diagnose):
 
     def algorithm_for(self, nbytes, coll="allreduce"):
         """Name of the algorithm the planner picks for nbytes of a collective."""
-        small = nbytes < self.planner.small
-        if coll == "allreduce":
-            forced = self.planner.algo
-            return forced if forced != "auto" else ("rd" if small else "ring")
-        if coll == "broadcast":
-            return "tree" if small else "chain"
-        return "direct" if coll == "alltoall" else "ring"
+        return ALGO_NAMES[self.planner.algorithm(coll, nbytes)]
 
     # ---- collectives -----------------------------------------------------------------
     # Each _name() checks its arguments (raising before anything is sent) and queues a

@@ -54,10 +54,6 @@ class Mesh:
         p = self.peers[peer]
         return f"{p['host']} pid {p['pid']}"
 
-    def peer_addr(self, peer, chan):
-        """The address a peer uses on a channel's rail."""
-        return self.peers[peer]["rails"][chan // self.nconns]["addr"]
-
     def _connect(self, secret, timeout, bufsize):
         targets, expected = {}, set()
         for peer in range(self.size):

@@ -109,12 +109,19 @@ class Planner:
             out += [(c, off + o, n) for c, o, n in sub]
         return out
 
+    def algorithm(self, coll, nbytes):
+        """Algorithm id for nbytes of a collective (size and NEZHA_ALGO only)."""
+        if coll == "allreduce":
+            forced = {"ring": ALGO_RING, "rd": ALGO_RD}.get(self.algo)
+            return forced or (ALGO_RD if nbytes < self.small else ALGO_RING)
+        if coll == "broadcast":
+            return ALGO_TREE if nbytes < self.small else ALGO_CHAIN
+        return ALGO_DIRECT if coll == "alltoall" else ALGO_RING
+
     def allreduce(self, count, esize):
         """Plan for an allreduce of count elements."""
         nbytes = count * esize
-        algo = {"ring": ALGO_RING, "rd": ALGO_RD}.get(self.algo)
-        if algo is None:
-            algo = ALGO_RD if nbytes < self.small else ALGO_RING
+        algo = self.algorithm("allreduce", nbytes)
         if algo == ALGO_RD:  # latency-bound: whole, on the channel that finishes first
             key = bucket_of("allreduce-rd", nbytes)
             return Plan([(self.best_channel(key), 0, count)], algo, key, esize)
@@ -123,7 +130,7 @@ class Planner:
 
     def broadcast(self, count, esize):
         """Plan for a broadcast: a tree for small payloads, a pipelined chain for large."""
-        if count * esize < self.small:
+        if self.algorithm("broadcast", count * esize) == ALGO_TREE:
             key = bucket_of("broadcast-tree", count * esize)
             return Plan([(self.best_channel(key), 0, count)], ALGO_TREE, key, esize)
         slices, key = self.split("broadcast", count, esize)

@@ -90,8 +90,6 @@ typedef struct {
 typedef struct {
     nz_ep_t *eps;
     int32_t nep;
-    int *ctrl_fds;
-    int32_t nctrl;
     int dtype, op;
     /* results of the last run */
     int err;

@@ -37,9 +37,6 @@ WHY_NAMES = {NZ_WHY_ERROR: "socket error", NZ_WHY_CLOSED: "connection closed",
              NZ_WHY_SILENT: "silence", NZ_WHY_PEER: "another rank gave up on it"}
 FRAME_ABORT = NZ_FRAME_ABORT
 
-KIND_NAMES = {NZ_SEND: "send", NZ_RECV: "recv", NZ_RECV_REDUCE: "recv+reduce",
-              NZ_RECV_HDR: "header", NZ_LOCAL_REDUCE: "local reduce"}
-
 HEADER_BYTES = sizeof(nezha_hdr_t)
 
 
@@ -212,10 +209,6 @@ cdef class Schedule:
         self.avg_ptr[self.navg], self.avg_count[self.navg] = <char *>ptr, count
         self.avg_div = divisor
         self.navg += 1
-
-    def copy(self, uintptr_t dst, uintptr_t src, uint64_t nbytes):
-        """Copy nbytes locally before the network starts."""
-        self.pre_copy(<char *>dst, <const char *>src, nbytes)
 
     # ---- ring building blocks ------------------------------------------------------
 

@@ -118,8 +118,6 @@ cdef extern from "nezha/nezha_engine.h" nogil:
     ctypedef struct nz_engine_t:
         nz_ep_t *eps
         int32_t nep
-        int *ctrl_fds
-        int32_t nctrl
         int err
         int32_t err_op
         int32_t err_ep
