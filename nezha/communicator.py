@@ -10,7 +10,7 @@ from nezha._core import engine as _eng
 from nezha.bootstrap import discover
 from nezha.buffers import address, as_array
 from nezha.config import Config
-from nezha.errors import InvalidUsageError
+from nezha.errors import InvalidUsageError, NezhaError
 from nezha.diagnose import Diagnose
 from nezha.executor import Executor
 from nezha.failover import Failover
@@ -84,6 +84,10 @@ class Communicator(Executor, Failover, Diagnose):
         self._readmit_s = cfg["READMIT"]
         self._votes = 0
         self._generation = 0
+        self._ncoll = 0         # collectives finished (send/recv not counted)
+        self._pending = None    # the last lazy collective, while a rank may still need it
+        self._cut = set()       # channels closed by a vote taken across two collectives
+        self._stage_bytes = int(seg if seg != math.inf else 1 << 20)
         self._events = []
         self.planner = Planner(self.nchan, cfg, [mesh.chan_name(c) for c in range(self.nchan)])
         if self._failover:
@@ -98,6 +102,7 @@ class Communicator(Executor, Failover, Diagnose):
         self._last_plan = None
         self._waiters = 0
         self._cache = {}  # (call, buffers, model version) -> (schedule, plan)
+        self._start_guard()
 
     # ---- properties ------------------------------------------------------------------
 
@@ -148,19 +153,23 @@ class Communicator(Executor, Failover, Diagnose):
         op = self._op(op, dt)
         es, count = dt.itemsize, a.size
 
-        def build(s, algo, chan, off, cnt, src):
-            o, p = address(out) + off * es, address(src) + off * es
-            if algo == ALGO_RD:
-                steps = max(1, self.size.bit_length())
-                s.rd_allreduce(chan, o, p, cnt, np.empty(steps * cnt * es + 1, np.uint8))
-            else:
-                s.ring_allreduce(chan, o, p, cnt)
-            if op == ReduceOp.AVG:
-                s.add_avg(o, cnt, float(self.size))
+        def into(dst):
+            def build(s, algo, chan, off, cnt, src):
+                o, p = address(dst) + off * es, address(src) + off * es
+                if algo == ALGO_RD:
+                    steps = max(1, self.size.bit_length())
+                    s.rd_allreduce(chan, o, p, cnt, np.empty(steps * cnt * es + 1, np.uint8))
+                else:
+                    s.ring_allreduce(chan, o, p, cnt)
+                if op == ReduceOp.AVG:
+                    s.add_avg(o, cnt, float(self.size))
+            return build
 
+        # into(): a rank that already returned can re-run it into scratch (failover.py)
         return self._submit("allreduce", _eng.COLL_ALLREDUCE, dt, op, count, -1,
-                            lambda: self.planner.allreduce(count, es), build, result, [a, out],
-                            ckey=(address(a), address(out)), src=a, inplace=out is a)
+                            lambda: self.planner.allreduce(count, es), into(out), result,
+                            [a, out], ckey=(address(a), address(out)), src=a,
+                            inplace=out is a, retarget=into)
 
     def reduce(self, sendbuf, recvbuf=None, op=ReduceOp.SUM, root=0):
         """Reduce sendbuf over all ranks into recvbuf on root (in place when None there)."""
@@ -412,6 +421,11 @@ class Communicator(Executor, Failover, Diagnose):
             with self._cv:
                 while self._busy:
                     self._cv.wait(0.1)
+            if self._broken is None:
+                try:
+                    self._settle()
+                except NezhaError as exc:  # closing anyway; a peer that needed us will say
+                    log.warn("HEALTH", f"closing: {exc}")
         self._teardown()
 
     def _teardown(self):

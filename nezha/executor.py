@@ -21,7 +21,7 @@ class Executor:
     """Mixin of Communicator: the queue, the progress thread and one request's run."""
 
     def _submit(self, name, coll, dt, op, count, root, plan, build, result, keep, seq=None,
-                ckey=None, src=None, inplace=False):
+                ckey=None, src=None, inplace=False, retarget=None):
         self._check_usable()
         if seq is None:
             seq = self._seq
@@ -29,6 +29,7 @@ class Executor:
         req = Request(self, name, seq, result)
         req.keep = keep
         req.spec = (coll, int(dt), int(op), count, root, plan, build, ckey, src, inplace)
+        req.retarget = retarget
         with self._cv:
             self._queue.append(req)
         return req
@@ -112,14 +113,23 @@ class Executor:
             log.info("COLL", f"{req.name} #{req.seq} count {count} {DType(dt).name.lower()} "
                      f"root {root} {plan}")
         voting = self._failover and coll != _eng.COLL_SENDRECV
-        # an in-place input is overwritten by partial sums: keep it for a re-run
-        snap = src.copy() if voting and inplace and src is not None else src
-        self._run(req, s, voting, plan)
-        self._last_plan = plan
-        if voting:
-            self._agree(req, s, plan, ranges, snap)
+        lazy = voting and self._lazy_ok(req, plan)
+        # an in-place input is overwritten by partial sums, and a lazy collective may be
+        # re-run after it returned: keep the input for that
+        snap = src.copy() if voting and src is not None and (inplace or lazy) else src
+        rc = self._run(req, s, voting, plan, lazy)
+        final = plan
+        if voting and not (lazy and rc == _eng.ERR_OK):
+            final = self._agree(req, s, plan, ranges, snap, rc, lazy)
         else:
             self._engine.finish(s)
+        self._last_plan = plan
+        if coll != _eng.COLL_SENDRECV:
+            self._ncoll += 1
+            if lazy:
+                self._pending = (self._ncoll - 1, req, final, snap)
+            elif voting:
+                self._pending = None  # everyone voted in this one: all are past the last
         self._feed_model(plan, count)
 
     def _feed_model(self, plan, count):
@@ -136,13 +146,20 @@ class Executor:
         if self.planner.model.sync_due():
             self._sync_model()
 
-    def _run(self, req, s, failover=False, plan=None):
+    def _run(self, req, s, failover=False, plan=None, lazy=False):
         """Drive schedule s to the end; raise the right error if it fails. With failover a
-        run may end with channels set aside (ERR_CHANFAIL): the vote decides what next."""
+        run may end with channels set aside (ERR_CHANFAIL) or stop to join a peer's vote
+        (ERR_VOTE): the vote decides what next."""
+        self._arm(failover, plan, lazy)
+        return self._progress(req, s, self._engine.start(s), failover)
+
+    def _arm(self, failover, plan, lazy):
+        self._engine.set_failover_on(failover, self._votes & 0xFFFFFFFF,
+                                     [c for c, _, _ in plan.slices] if plan is not None else None,
+                                     self._ncoll, lazy)
+
+    def _progress(self, req, s, rc, failover):
         eng = self._engine
-        eng.set_failover_on(failover, self._votes & 0xFFFFFFFF,
-                            [c for c, _, _ in plan.slices] if plan is not None else None)
-        rc = eng.start(s)
         deadline = _eng.now_ns() + int(min(self.timeout, 1e9) * 1e9)
         while rc in (_eng.ERR_OK, _eng.ERR_CTRL):
             if rc == _eng.ERR_CTRL:
@@ -150,7 +167,7 @@ class Executor:
             rc = eng.progress(s, deadline)
             if rc == _eng.ERR_OK:
                 return rc
-        if rc == _eng.ERR_CHANFAIL and failover:
+        if failover and rc in (_eng.ERR_CHANFAIL, _eng.ERR_VOTE):
             return rc
         raise self._engine_error(rc, req)
 

@@ -1,24 +1,46 @@
 """Surviving a rail failure: agree, reroute, re-admit (seeds §1.6, our design).
 
-With two or more rails every collective ends with a vote: each rank tells every other,
-over the control connections of the live rails, which of the collective's slices it could
-not finish (its engine sets a channel aside at once on a socket error, and after
-NEZHA_RAIL_TIMEOUT of silence from the peer it waits on, heartbeats being sent every
-NEZHA_HEARTBEAT). The union is the same on every rank, so every rank marks the same
-channels dead and re-runs the same unfinished slices on the survivors, from the inputs
-(in-place inputs are kept for this), before the collective returns: nothing is lost,
-nothing is counted twice. A slice finished everywhere is never re-run.
+Each rank's engine sets a channel aside at once on a socket error, and after
+NEZHA_RAIL_TIMEOUT of silence from the peer it waits on (heartbeats are sent every
+NEZHA_HEARTBEAT). What happens next is decided by a vote: every rank tells every other, over
+the control connections of the live rails, which collective it is in (its index), which of
+that collective's slices it could not finish, and which rails it hears well. Every rank gets
+the same table, so every rank decides the same:
+
+- everyone in the same collective: the channels of the unfinished slices are marked dead
+  and those slices re-run on the survivors, from the inputs (in-place inputs are kept for
+  this), before the collective returns. A slice finished everywhere is never re-run.
+- some ranks one collective behind (they could not finish one that the others already
+  returned from): all ranks re-run its unfinished slices over a fresh connection, those who
+  returned from saved inputs into scratch. The streams of the live channels are left alone,
+  so the collective the others had started goes on where it was; the planner learns of the
+  dead channels at the next vote everyone holds in the same collective.
+
+Striped collectives end with a vote (it costs a control round, nothing next to their
+payload). A small allreduce placed whole on one channel is *lazy*: it returns as soon as it
+is done here, keeping a copy of its input until the next collective shows that every rank
+finished it; a vote happens only when a rank sees a failure (the engine of every other
+rank stops to join it: nz_vote_called). Closing the communicator settles the last one.
 
 A dead rail keeps being heartbeat; when every rank has heard every peer on it without a gap
-for NEZHA_READMIT seconds (also decided by the vote), its channels are reconnected and it
+for NEZHA_READMIT seconds (decided by a vote), its channels are reconnected and it
 re-enters the plan cold.
 """
+import threading
 import time
+import types
+
+import numpy as np
 
 from nezha import log
 from nezha._core import engine as _eng
-from nezha.errors import NezhaTimeout, PeerError, RailSystemError
+from nezha.errors import (CollectiveMismatch, NezhaError, NezhaTimeout, PeerError,
+                          RailSystemError)
 from nezha.planner import Plan
+
+# Largest lazy collective: it keeps a copy of its input; above this a vote costs less.
+LAZY_MAX_BYTES = 256 << 10
+GUARD_PERIOD_S = 0.01  # how often an idle rank looks for a rank left behind
 
 
 def _bits(mask):
@@ -40,44 +62,224 @@ class Failover:
                 m |= 1 << (c // self._mesh.nconns)
         return m
 
-    def _agree(self, req, s, plan, ranges, src):
-        """Vote on the finished run; re-run what some rank could not finish."""
+    def _lazy_ok(self, req, plan):
+        # decided from what every rank knows alike (the plan, the planner's channels); while
+        # a rail is down every collective votes, which is also what re-admits it
+        return (req.retarget is not None and len(plan.slices) == 1 and all(self.planner.alive)
+                and plan.slices[0][2] * plan.esize <= LAZY_MAX_BYTES)
+
+    def _vote(self, req, coll, mask, flags):
+        """One vote: [(collective index, mask, flags)] per rank, and the rails all hear."""
         nrails = len(self._mesh.rails)
-        rerun = 0
+        heard = self._engine.heard_rails(nrails, self.rank, self._readmit_s)
+        deadline = _eng.now_ns() + int(min(self.timeout, 1e9) * 1e9)
         while True:
-            mask = 0
-            for i, (a, b) in enumerate(ranges):
-                if not s.ops_complete(a, b):
-                    mask |= 1 << i
-            failed_here = self._engine.failed_channels()
-            heard = self._engine.heard_rails(nrails, self.rank, self._readmit_s)
-            deadline = _eng.now_ns() + int(min(self.timeout, 1e9) * 1e9)
-            while True:
-                rc, umask, iheard = self._engine.vote(self.rank, self._votes & 0xFFFFFFFF, mask,
-                                                      heard, self._live_rails(), nrails,
-                                                      deadline)
-                if rc != _eng.ERR_CTRL:
-                    break
-                self._on_ctrl(req)  # raises on an abort; otherwise vote on
-            self._votes += 1
-            if rc != _eng.ERR_OK:
-                raise self._vote_error(rc, req)
-            self._engine.finish(s, [not (umask >> i) & 1 for i in range(len(ranges))])
-            if not umask:
+            rc, table, iheard = self._engine.vote(self.rank, self._votes & 0xFFFFFFFF, coll,
+                                                  mask, flags, heard, self._live_rails(),
+                                                  nrails, deadline)
+            if rc != _eng.ERR_CTRL:
                 break
-            dead = sorted({plan.slices[i][0] for i in _bits(umask)})
-            self._mark_dead(dead, req, failed_here)
-            failed = [plan.slices[i] for i in _bits(umask)]
+            self._on_ctrl(req)  # raises on an abort; otherwise vote on
+        self._votes += 1
+        if rc != _eng.ERR_OK:
+            raise self._vote_error(rc, req)
+        return table, iheard
+
+    def _agree(self, req, s, plan, ranges, src, rc, lazy):
+        """Vote on this run; re-run what some rank could not finish. Returns the plan of
+        the last run (a lazy collective keeps it, with src, for a later re-run)."""
+        me = self._ncoll
+        rerun = 0
+        while not (lazy and rc == _eng.ERR_OK):
+            failed, mask, moving = self._engine.failed_mask(), 0, False
+            for i, (a, b) in enumerate(ranges):
+                if s.ops_complete(a, b):
+                    continue
+                if rc != _eng.ERR_VOTE or failed >> plan.slices[i][0] & 1:
+                    mask |= 1 << i
+                else:
+                    moving = True  # still going on a live channel: finish it after the vote
+            failed_here = self._engine.failed_channels()
+            table, iheard = self._vote(req, me, mask, _eng.VOTE_RUNNING if moving else 0)
+            colls = [c for c, _, _ in table]
+            k = min(colls)
+            if k < me:  # ranks behind need the collective this rank returned from
+                self._help_behind(table, k, req)
+                if rc == _eng.ERR_VOTE:
+                    rc = self._resume(req, s, plan, lazy)
+                continue
+            behind_mask = 0
+            for c, m, _ in table:
+                behind_mask |= m if c == me else 0
+            if max(colls) > me:  # this rank is the one behind
+                if behind_mask:
+                    self._repair(req, plan, behind_mask, req.spec[6], src)
+                    if not lazy:
+                        raise NezhaError(f"nezha: rank {self.rank}: internal error: "
+                                         f"{req.name} #{req.seq} voted but was left behind")
+                    break
+                rc = self._resume(req, s, plan, lazy) if rc == _eng.ERR_VOTE else rc
+                continue
+            closing = [p for p, (_, _, f) in enumerate(table) if f & _eng.VOTE_CLOSING]
+            if closing:
+                raise CollectiveMismatch(
+                    f"nezha: rank {self.rank}: rank {closing[0]} "
+                    f"({self._mesh.peer_name(closing[0])}) closed the communicator while this "
+                    f"rank ran {req.name} #{req.seq}: the ranks called different numbers of "
+                    "collectives")
+            dead = {plan.slices[i][0] for i in _bits(behind_mask)} | self._cut
+            if dead:
+                self._mark_dead(sorted(dead), req, failed_here)
+            if any(f & _eng.VOTE_RUNNING for _, _, f in table):
+                # someone still moves slices on live channels: let all finish, vote again
+                rc = self._resume(req, s, plan, lazy) if rc == _eng.ERR_VOTE else rc
+                continue
+            self._engine.finish(s, [not (behind_mask >> i) & 1 for i in range(len(ranges))])
+            if not behind_mask:
+                self._readmit(iheard, req)
+                break
+            failed = [plan.slices[i] for i in _bits(behind_mask)]
             plan = Plan(self.planner.resplit(failed, plan.esize), plan.algo, None, plan.esize)
             rerun += 1
             log.info("HEALTH", f"{req.name} #{req.seq}: re-running {len(failed)} unfinished "
                      f"slice(s) on {plan}")
             s, ranges = self._schedule(req, plan, src)
             req.schedule = s
-            self._run(req, s, True, plan)
-        if rerun:
+            rc = self._run(req, s, True, plan, lazy)
+        if rerun and self._events:
             self._events[-1]["rerun_done_s"] = time.time()
-        self._readmit(iheard, req)
+        return plan
+
+    def _resume(self, req, s, plan, lazy):
+        """Go on with an interrupted run (channels closed meanwhile fail at once)."""
+        self._arm(True, plan, lazy)
+        return self._progress(req, s, _eng.ERR_OK, True)
+
+    def _help_behind(self, table, k, req):
+        """Ranks still in collective k (the lazy one this rank returned from) could not finish
+        some of its slices: re-run them with them, from the kept input into scratch."""
+        mask = 0
+        for c, m, _ in table:
+            mask |= m if c == k else 0
+        if not mask:
+            return  # they are only slower: they will finish on their own
+        if self._pending is None or self._pending[0] != k:
+            raise NezhaError(f"nezha: rank {self.rank}: internal error: ranks need collective "
+                             f"{k} re-run but this rank kept no input for it")
+        _, preq, pplan, psnap = self._pending
+        scratch = np.empty_like(psnap)
+        self._repair(preq, pplan, mask, preq.retarget(scratch), psnap, req)
+
+    def _repair(self, req, plan, mask, build, src, during=None):
+        """Re-run slices (mask) of req over a fresh connection of a live rail, all ranks
+        together. The live channels' streams may hold bytes of the next collective (ranks
+        ahead already started it), so the re-run cannot go through them."""
+        self._cut_channels(sorted({plan.slices[i][0] for i in _bits(mask)}), req)
+        live = [c for c, a in enumerate(self.planner.alive) if a and c not in self._cut]
+        if not live:
+            raise RailSystemError(
+                f"nezha: rank {self.rank}: every rail failed during {req.name} #{req.seq}: no "
+                "path is left to the other ranks")
+        chan = live[0]
+        self._generation += 1
+        t0 = time.time()
+        socks = self._mesh.links([chan], self._generation, self._boot.secret)
+        fds = [socks[(p, chan)].fileno() if p != self.rank else -1 for p in range(self.size)]
+        eng = _eng.Engine(fds, self.size, 1, [], self._stage_bytes)
+        try:
+            eng.set_spin(self.config["SPIN_US"] * 1e-6)
+            coll, dt, op, count, root = req.spec[:5]
+            sch = _eng.Schedule(self.rank, self.size, 1, coll, req.seq & 0xFFFFFFFF, dt, op,
+                                count, root, plan.algo, plan.hash)
+            for i in _bits(mask):
+                _, off, cnt = plan.slices[i]
+                build(sch, plan.algo, 0, off, cnt, src)
+            rc = eng.start(sch)
+            deadline = _eng.now_ns() + int(self.timeout * 1e9)
+            while rc == _eng.ERR_OK:
+                rc = eng.progress(sch, deadline)
+                if rc == _eng.ERR_OK:
+                    break
+            if rc != _eng.ERR_OK:
+                raise RailSystemError(
+                    f"nezha: rank {self.rank}: re-running {req.name} #{req.seq} on rail "
+                    f"{self._mesh.chan_name(chan)} failed too (engine status {rc})",
+                    rail=self._mesh.chan_name(chan))
+            eng.finish(sch)
+        finally:
+            eng.close()
+            for sock in socks.values():
+                sock.close()
+        log.warn("HEALTH", f"{req.name} #{req.seq}: re-ran {bin(mask).count('1')} slice(s) "
+                 f"on a fresh connection of {self._mesh.chan_name(chan)} "
+                 f"({(time.time() - t0) * 1e3:.1f} ms)"
+                 f"{'' if during is None else f' while in {during.name} #{during.seq}'}")
+        self._events.append({"event": "rerun", "collective": req.name, "seq": req.seq,
+                             "channel": self._mesh.chan_name(chan), "time": time.time()})
+
+    def _cut_channels(self, chans, req):
+        """Close channels now but leave the planner as it is: ranks ahead already planned
+        the next collective with them, and everyone must plan it alike. Using a cut channel
+        fails at once; the next vote in one collective marks them dead (_mark_dead)."""
+        for c in chans:
+            if c in self._cut or not self.planner.alive[c]:
+                continue
+            self._cut.add(c)
+            self._close_fds(c)
+            self._events.append({"event": "down", "channel": self._mesh.chan_name(c),
+                                 "collective": req.name, "seq": req.seq,
+                                 "why": "a rank could not finish on it", "peer": None,
+                                 "time": time.time(), "detect_ms": None})
+            log.warn("HEALTH", f"rail {self._mesh.chan_name(c)} failed during {req.name} "
+                     f"#{req.seq}; re-running it on another rail")
+
+    def _close_fds(self, c):
+        for p in range(self.size):
+            if p != self.rank:
+                self._engine.set_endpoint_fd(c * self.size + p, -1)
+        self._mesh.close_channel(c)
+
+    def _start_guard(self):
+        if self._failover:
+            threading.Thread(target=self._guard, name="nezha-guard", daemon=True).start()
+
+    def _guard(self):
+        """While the caller is away (computing, or blocked elsewhere), a rank left behind in
+        the lazy collective this rank returned from must not wait for it: take the queue,
+        help with the re-run, then run whatever was queued meanwhile."""
+        while not self._closed and self._broken is None:
+            time.sleep(GUARD_PERIOD_S)
+            if self._pending is None or self._busy:
+                continue
+            behind = self._engine.peer_vote(self._votes & 0xFFFFFFFF)
+            if behind is None or behind >= self._ncoll:
+                continue
+            with self._cv:
+                if self._busy or self._closed:
+                    continue
+                self._busy = True
+            try:
+                req = types.SimpleNamespace(name="idle", seq=self._ncoll, schedule=None)
+                table, _ = self._vote(req, self._ncoll, 0, 0)
+                k = min(c for c, _, _ in table)
+                if k < self._ncoll:
+                    self._help_behind(table, k, req)
+            except BaseException as exc:  # the next call raises it
+                self._fail(exc)
+            self._drain()
+
+    def _settle(self):
+        """Before closing: the last lazy collective may still be needed by a rank that could
+        not finish it. Vote (as a rank in no collective) until no one is behind."""
+        if not self._failover or self._pending is None:
+            return
+        req = types.SimpleNamespace(name="close", seq=self._ncoll, schedule=None)
+        while True:
+            table, _ = self._vote(req, self._ncoll, 0, _eng.VOTE_CLOSING)
+            k = min(c for c, _, _ in table)
+            if k >= self._ncoll:
+                return
+            self._help_behind(table, k, req)
 
     def _mark_dead(self, chans, req, failed_here):
         why = {c: (w, p) for c, w, p, _, _ in failed_here}
@@ -85,10 +287,10 @@ class Failover:
             if not self.planner.alive[c]:
                 continue
             self.planner.alive[c] = False
-            for p in range(self.size):
-                if p != self.rank:
-                    self._engine.set_endpoint_fd(c * self.size + p, -1)
-            self._mesh.close_channel(c)
+            if c in self._cut:  # closed and reported already
+                self._cut.discard(c)
+                continue
+            self._close_fds(c)
             name = self._mesh.chan_name(c)
             w, p = why.get(c, ("reported by another rank", None))
             self._events.append({"event": "down", "channel": name, "collective": req.name,

@@ -106,7 +106,16 @@ class Mesh:
                 pass
 
     def reconnect(self, chans, generation, secret):
-        """New data connections for chans with every peer (all ranks call this together).
+        """New data connections for chans with every peer (all ranks call this together),
+        replacing the channels' old ones."""
+        out = self.links(chans, generation, secret)
+        for (peer, c), s in out.items():
+            self.socks[(peer, c, auth.PURPOSE_DATA)] = s
+        return out
+
+    def links(self, chans, generation, secret):
+        """Fresh data connections for chans with every peer, {(peer, chan): socket}, kept
+        apart from the mesh's own (all ranks call this together).
 
         The channel id on the wire carries the generation, so that a late connection from
         an earlier attempt can never be taken for this one."""
@@ -128,9 +137,7 @@ class Mesh:
         out = {}
         for (peer, cg, purpose), s in got.items():
             tune(s, self.bufsize)
-            c = cg & 0xFFFF
-            self.socks[(peer, c, auth.PURPOSE_DATA)] = s
-            out[(peer, c)] = s
+            out[(peer, cg & 0xFFFF)] = s
         return out
 
     def close(self):

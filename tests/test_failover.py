@@ -2,6 +2,7 @@
 the last rail, or a rank, is an error on every rank, never a hang."""
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -53,6 +54,69 @@ def test_results_exact_across_repeated_failures(lab, mode, tmp_path):
     assert sum(e["event"] == "down" for e in events) >= 2, events
     assert sum(e["event"] == "up" for e in events) >= 2, events
     assert all(results[0]["alive"].values()), results[0]["alive"]
+
+
+@pytest.mark.parametrize("mode", ["deaf", "blackhole"])
+def test_small_lazy_collectives_survive_failures(lab, mode, tmp_path):
+    """Small allreduces return without a vote. A host that stops hearing one rail (deaf)
+    leaves some ranks a collective behind the others, which already returned: they must
+    re-run it together (the ranks ahead from their kept input), and every result stays exact."""
+    def inject():
+        for k in range(3):
+            lab.fail(3 - k % 2, k % 2, mode)
+            time.sleep(0.6)
+            lab.heal(3 - k % 2, k % 2)
+            time.sleep(1.5)
+
+    res, results, out = _run(lab, "small", inject, tmp_path)
+    assert res.returncode == 0 and len(results) == 4, out[-4000:]
+    for r in results:
+        assert r["error"] is None and r["wrong"] == 0 and r["done"] > 100, r
+    events = [e for r in results for e in r["events"]]
+    assert sum(e["event"] == "down" for e in results[0]["events"]) >= 2, events
+    if mode == "deaf":  # ranks behind, helped by ranks that had returned
+        assert any(e["event"] == "rerun" for e in events), events
+    assert all(results[0]["alive"].values()), results[0]["alive"]
+
+
+@pytest.mark.parametrize("mode", ["close", "idle"])
+def test_rank_left_behind_is_helped(lab, mode, tmp_path):
+    """Host 3 goes deaf on the rail of a small allreduce: ranks 0 and 2 finish it and return,
+    1 and 3 cannot. Ranks 0 and 2 then close at once, or compute for 3 s: either way the
+    re-run that 1 and 3 need happens with them (at close, or from the guard thread while
+    their caller computes), and every rank ends with the exact sum."""
+    env = dict(os.environ, PYTHONPATH=ROOT, NEZHA_SOCKET_IFNAME="rail0,rail1",
+               NEZHA_TIMEOUT="30")
+    box = {}
+    worker = os.path.join(ROOT, "tests", "workers", "behind_worker.py")
+    t = threading.Thread(target=lambda: box.update(r=lab.run(
+        [sys.executable, worker, str(tmp_path), mode], np=4, env=env, timeout=120,
+        capture=True)))
+    t.start()
+    try:
+        deadline = time.time() + 60
+        while not (tmp_path / "ready").exists() and time.time() < deadline and t.is_alive():
+            time.sleep(0.05)
+        plan = (tmp_path / "ready").read_text()
+        chan = int(re.search(r"\[\((\d+),", plan).group(1))
+        lab.fail(3, chan, "deaf")
+        (tmp_path / "go").write_text("")
+        t.join(130)
+    finally:
+        (tmp_path / "go").write_text("")
+        t.join(130)
+        lab.reset()
+    res = box["r"]
+    out = (res.stdout or "") + (res.stderr or "")
+    results = {r["rank"]: r for r in (json.loads(line.split("RESULT ", 1)[1])
+                                      for line in out.splitlines() if "RESULT " in line)}
+    assert res.returncode == 0 and len(results) == 4, out[-4000:]
+    assert all(r["exact"] for r in results.values()), results
+    for k in (0, 2):  # the ranks ahead took part in a re-run after they had returned
+        reruns = [e["time"] for e in results[k]["events"] if e["event"] == "rerun"]
+        assert reruns and min(reruns) > results[k]["returned"], results[k]
+        if mode == "idle":  # ... while their caller was still computing
+            assert min(reruns) < results[k]["woke"], results[k]
 
 
 def test_last_rail_lost_is_an_error(lab, tmp_path):

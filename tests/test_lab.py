@@ -166,7 +166,7 @@ def test_down_after_crash_sweeps_by_prefix(lab_factory):
 
 
 @pytest.mark.lab
-@pytest.mark.parametrize("mode", ["down", "blackhole"])
+@pytest.mark.parametrize("mode", ["down", "blackhole", "deaf"])
 def test_fail_and_heal(lab, mode):
     r0, r1 = lab.addr(1, 0), lab.addr(1, 1)
     with server(lab, 1, [r0, r1]):
@@ -176,14 +176,17 @@ def test_fail_and_heal(lab, mode):
             link = next(ln for ln in lab.status()["links"] if (ln["host"], ln["rail"]) == (1, 1))
             if mode == "down":
                 assert not link["carrier"] and not link["port_up"]  # host sees NO-CARRIER
-            else:
+            elif mode == "blackhole":
                 assert link["carrier"] and link["blackholed"]  # looks fine, drops everything
+            else:
+                assert link["carrier"] and link["deaf"]  # looks fine, hears nothing
             assert reach(lab, [r0, r1]) == {r0: True, r1: False}
             lab.heal(1, 1)
             assert reach(lab, [r0, r1], timeout=5) == {r0: True, r1: True}
         finally:
             lab.reset()
-    assert not any(ln["blackholed"] or not ln["carrier"] for ln in lab.status()["links"])
+    assert not any(ln["blackholed"] or ln["deaf"] or not ln["carrier"]
+                   for ln in lab.status()["links"])
 
 
 @pytest.mark.lab

@@ -54,7 +54,8 @@ enum {
     NZ_ERR_CTRL = 5,        /* a control socket is readable: a peer sent an abort */
     NZ_ERR_REDUCE = 6,      /* kernel refused dtype/op (cannot happen after validation) */
     NZ_ERR_INTERNAL = 7,    /* schedule is malformed */
-    NZ_ERR_CHANFAIL = 8     /* some channels failed (chan_failed); the others finished */
+    NZ_ERR_CHANFAIL = 8,    /* some channels failed (chan_failed); the others finished */
+    NZ_ERR_VOTE = 9         /* a peer called a vote this run must join (see nz_vote_called) */
 };
 
 enum { NZ_WHY_ERROR = 1, NZ_WHY_CLOSED = 2, NZ_WHY_SILENT = 3, NZ_WHY_PEER = 4 };
@@ -117,6 +118,8 @@ typedef struct {
     /* the vote that will end this run: a peer that already voted "slices i, j unfinished"
      * gave up on their channels, so waiting on those channels is pointless */
     int64_t vote_seq;          /* -1: no vote */
+    int64_t vote_coll;         /* index of the collective this run belongs to */
+    int lazy;                  /* this run ends without a vote unless a channel fails */
     int32_t *slice_chan;       /* slice -> channel, for the current run */
     int32_t nslices;
     /* last time bytes moved on any endpoint of (rail, peer): proof of life as good as a
@@ -172,6 +175,23 @@ static inline int nz_fail_chan(nz_engine_t *e, int32_t chan, int32_t peer, int w
         e->fail_ns[chan] = nz_now_ns() - e->t0;
     }
     return 1;
+}
+
+/* A peer has started the vote this rank will hold next, and this run must stop to join
+ * it: the peer is a collective behind (it needs this rank to re-run that one), or it is in
+ * this same collective and the run is lazy (no vote of its own would bring the two
+ * together). A peer a collective ahead waits: this rank finishes first, then joins. */
+static inline int nz_vote_called(const nz_engine_t *e) {
+    nz_health_t *h = e->health;
+    if (!e->failover || !h || e->vote_seq < 0) return 0;
+    int32_t slot = (int32_t)(e->vote_seq & 1);
+    for (int32_t p = 0; p < h->size; p++) {
+        if (__atomic_load_n(&h->status_seq[p * 2 + slot], __ATOMIC_ACQUIRE) != e->vote_seq)
+            continue;
+        int64_t c = h->status_coll[p * 2 + slot];
+        if (c < e->vote_coll || (c == e->vote_coll && e->lazy)) return 1;
+    }
+    return 0;
 }
 
 static inline int nz_chan_dead(const nz_engine_t *e, int32_t chan) {
@@ -374,6 +394,7 @@ static inline int nz_start(nz_engine_t *e, nz_op_t *ops, int32_t nops, int dtype
      * this rank had already finished) must surface now, not after a timeout. */
     if (e->health && __atomic_load_n(&e->health->ilen, __ATOMIC_ACQUIRE) > 0)
         return nz_fail(e, NZ_ERR_CTRL, -1, -1, 0);
+    if (nz_vote_called(e)) return nz_fail(e, NZ_ERR_VOTE, -1, -1, 0);
     return NZ_OK;
 }
 
@@ -386,7 +407,8 @@ static inline int nz_check_silence(nz_engine_t *e, int64_t now) {
     if (e->vote_seq >= 0) {
         int32_t slot = (int32_t)(e->vote_seq & 1);
         for (int32_t p = 0; p < size; p++) {
-            if (__atomic_load_n(&h->status_seq[p * 2 + slot], __ATOMIC_ACQUIRE) != e->vote_seq)
+            if (__atomic_load_n(&h->status_seq[p * 2 + slot], __ATOMIC_ACQUIRE) != e->vote_seq ||
+                h->status_coll[p * 2 + slot] != e->vote_coll)
                 continue;
             uint64_t m = h->status_mask[p * 2 + slot];
             for (int32_t i = 0; i < e->nslices && i < 64; i++)
@@ -467,6 +489,7 @@ static inline int nz_progress(nz_engine_t *e, nz_op_t *ops, int32_t nops, int64_
             break;
         }
         if (progress) { idle_since = 0; continue; }
+        if (nz_vote_called(e)) { rc = nz_fail(e, NZ_ERR_VOTE, -1, -1, 0); goto out; }
         /* Small messages arrive within microseconds: retrying (and yielding the core to
          * the ranks that share it) beats a sleep and a wake-up in poll(). */
         if (e->spin_ns > 0) {
@@ -558,12 +581,15 @@ static inline uint64_t nz_heard_rails(nz_engine_t *e, int32_t nrails, int32_t ra
     return m;
 }
 
-/* The vote that ends a collective when failover is on: every rank tells every other, over
- * every live rail, which pieces it could not finish (mask) and which rails it hears well
- * (heard); then waits for everyone's. Result: union of masks, intersection of heard. */
-static inline int nz_vote(nz_engine_t *e, int32_t rank, uint32_t seq, uint64_t mask,
-                          uint64_t heard, uint64_t live_rails, int32_t nrails,
-                          int64_t deadline_ns, uint64_t *umask, uint64_t *iheard) {
+/* A vote (failover on): every rank tells every other, over every live rail, which
+ * collective it is in (coll), which of its slices it could not finish (mask), flags, and
+ * which rails it hears well (heard); then waits for everyone's. Results per rank in
+ * colls/masks/flags (size entries; this rank's own included) and the intersection of
+ * heard. Every rank gets the same table, so every rank decides the same. */
+static inline int nz_vote(nz_engine_t *e, int32_t rank, uint32_t seq, int64_t coll,
+                          uint64_t mask, uint16_t flags, uint64_t heard, uint64_t live_rails,
+                          int32_t nrails, int64_t deadline_ns, int64_t *colls,
+                          uint64_t *masks, uint16_t *oflags, uint64_t *iheard) {
     nz_health_t *h = e->health;
     e->err = NZ_OK;
     e->err_ep = -1;
@@ -574,12 +600,13 @@ static inline int nz_vote(nz_engine_t *e, int32_t rank, uint32_t seq, uint64_t m
     f.seq = seq;
     f.mask = mask;
     f.heard = heard;
+    f.coll = coll;
+    f.kind = flags;
     for (int32_t p = 0; p < h->size; p++) {
         if (p == rank) continue;
         for (int32_t r = 0; r < nrails; r++)
             if (live_rails & (1ULL << r)) nz_health_send(h, r * h->size + p, &f, NULL);
     }
-    *umask = mask;
     *iheard = heard;
     int64_t spin_from = 0;
     for (;;) {
@@ -633,9 +660,15 @@ static inline int nz_vote(nz_engine_t *e, int32_t rank, uint32_t seq, uint64_t m
         if (spinning && r == 0) sched_yield();
     }
     for (int32_t p = 0; p < h->size; p++) {
-        if (p == rank) continue;
-        *umask |= h->status_mask[p * 2 + (seq & 1)];
-        *iheard &= h->status_heard[p * 2 + (seq & 1)];
+        int32_t slot = p * 2 + (int32_t)(seq & 1);
+        if (p == rank) {
+            colls[p] = coll; masks[p] = mask; oflags[p] = flags;
+            continue;
+        }
+        colls[p] = h->status_coll[slot];
+        masks[p] = h->status_mask[slot];
+        oflags[p] = h->status_flags[slot];
+        *iheard &= h->status_heard[slot];
     }
     return NZ_OK;
 }

@@ -4,7 +4,7 @@
  * every interval and reads everything that arrives on them. Any frame refreshes
  * last_heard[ctrl], so a rail that goes silent between two ranks (link down, blackhole) is
  * seen by both within a few intervals, whether or not a collective is running. STATUS
- * frames (the per-collective vote) are recorded in status_seq/status_mask; every other
+ * frames (votes) are recorded per peer and vote parity in status_*; every other
  * frame (abort, ...) goes to an inbox for Python, and an eventfd wakes the engine.
  *
  * Control sockets are indexed rail * size + peer. */
@@ -28,12 +28,17 @@ enum { NZ_FRAME_HEARTBEAT = 1, NZ_FRAME_ABORT = 2, NZ_FRAME_STATUS = 3 };
 typedef struct {
     uint32_t magic;
     uint16_t type;
-    uint16_t kind;   /* abort kind */
-    uint32_t seq;    /* collective (vote) */
+    uint16_t kind;   /* abort kind; STATUS: NZ_VOTE_* flags */
+    uint32_t seq;    /* STATUS: vote number */
     uint32_t len;    /* payload bytes after the frame */
-    uint64_t mask;   /* STATUS: channels that failed here; */
+    uint64_t mask;   /* STATUS: slices this rank could not finish */
     uint64_t heard;  /* STATUS: rails this rank hears from everyone (for re-admission) */
+    int64_t coll;    /* STATUS: index of the collective the voter is in */
 } nz_frame_t;
+
+/* STATUS flags: the voter's run was interrupted with slices still moving on live channels;
+ * the voter is closing the communicator (it is in no collective) */
+enum { NZ_VOTE_RUNNING = 1, NZ_VOTE_CLOSING = 2 };
 
 #define NZ_RBUF 8192
 
@@ -55,6 +60,8 @@ typedef struct {
     volatile int64_t *status_seq;
     volatile uint64_t *status_mask;
     volatile uint64_t *status_heard;
+    volatile int64_t *status_coll;
+    volatile uint16_t *status_flags;
     /* inbox of other frames: [int32 ctrl][frame][payload] ... */
     pthread_mutex_t ilock;
     char *inbox;
@@ -155,6 +162,8 @@ static inline void nz_health_read_locked(nz_health_t *h, int32_t i, int64_t now)
                 if ((int64_t)f.seq > h->status_seq[slot]) {  /* duplicates from other rails */
                     h->status_mask[slot] = f.mask;
                     h->status_heard[slot] = f.heard;
+                    h->status_coll[slot] = f.coll;
+                    h->status_flags[slot] = f.kind;
                     __atomic_store_n(&h->status_seq[slot], (int64_t)f.seq, __ATOMIC_RELEASE);
                     uint64_t one = 1;
                     ssize_t w = write(h->evfd, &one, sizeof(one));

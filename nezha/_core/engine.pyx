@@ -33,6 +33,9 @@ ERR_CTRL = NZ_ERR_CTRL
 ERR_REDUCE = NZ_ERR_REDUCE
 ERR_INTERNAL = NZ_ERR_INTERNAL
 ERR_CHANFAIL = NZ_ERR_CHANFAIL
+ERR_VOTE = NZ_ERR_VOTE
+VOTE_RUNNING = NZ_VOTE_RUNNING
+VOTE_CLOSING = NZ_VOTE_CLOSING
 WHY_NAMES = {NZ_WHY_ERROR: "socket error", NZ_WHY_CLOSED: "connection closed",
              NZ_WHY_SILENT: "silence", NZ_WHY_PEER: "another rank gave up on it"}
 FRAME_ABORT = NZ_FRAME_ABORT
@@ -533,11 +536,14 @@ cdef class Engine:
         self.h.status_seq = <int64_t *>calloc(2 * size, sizeof(int64_t))
         self.h.status_mask = <uint64_t *>calloc(2 * size, sizeof(uint64_t))
         self.h.status_heard = <uint64_t *>calloc(2 * size, sizeof(uint64_t))
+        self.h.status_coll = <int64_t *>calloc(2 * size, sizeof(int64_t))
+        self.h.status_flags = <uint16_t *>calloc(2 * size, sizeof(uint16_t))
         self.h.rbuf = <char *>malloc(n * 8192)
         self.h.rlen = <uint32_t *>calloc(n, sizeof(uint32_t))
         if not (self.h.fds and self.h.last_heard and self.h.since and self.h.closed and
                 self.h.wlock and self.h.rlock and self.h.status_seq and self.h.status_mask and
-                self.h.status_heard and self.h.rbuf and self.h.rlen):
+                self.h.status_heard and self.h.status_coll and self.h.status_flags and
+                self.h.rbuf and self.h.rlen):
             raise MemoryError()
         for i in range(n):
             self.h.fds[i] = ctrl_fds[i]
@@ -575,7 +581,8 @@ cdef class Engine:
                 close(self.h.evfd)
         free(self.h.fds); free(self.h.last_heard); free(self.h.since); free(self.h.closed)
         free(self.h.wlock); free(self.h.rlock); free(<void *>self.h.status_seq); free(<void *>self.h.status_mask)
-        free(<void *>self.h.status_heard); free(self.h.rbuf); free(self.h.rlen)
+        free(<void *>self.h.status_heard); free(<void *>self.h.status_coll)
+        free(<void *>self.h.status_flags); free(self.h.rbuf); free(self.h.rlen)
         free(self.h.inbox)
         if self.e.eps != NULL:
             for i in range(self.e.nep):
@@ -601,12 +608,16 @@ cdef class Engine:
             self.e.chan_rail[c] = chan_rail[c]
         self.e.silent_ns = <int64_t>(silent * 1e9)
 
-    def set_failover_on(self, bint on, int64_t vote_seq=-1, list slice_chans=None):
-        """Failover for the next run (off for point-to-point, which cannot vote): the vote
-        that will end it and the channel of each of its slices."""
+    def set_failover_on(self, bint on, int64_t vote_seq=-1, list slice_chans=None,
+                        int64_t coll=-1, bint lazy=False):
+        """Failover for the next run (off for point-to-point, which cannot vote): the next
+        vote, the channel of each slice, the collective's index, and whether the run ends
+        without a vote (lazy) unless something fails."""
         cdef int i
         self.e.failover = on and self.has_health and self.e.silent_ns > 0
         self.e.vote_seq = vote_seq if on else -1
+        self.e.vote_coll = coll
+        self.e.lazy = lazy
         self.e.nslices = 0
         if on and slice_chans is not None:
             self.e.nslices = min(len(slice_chans), 64)
@@ -647,15 +658,44 @@ cdef class Engine:
                  self.e.fail_errno[c], self.e.fail_ns[c])
                 for c in range(min(self.nchan, 64)) if self.e.chan_failed & (1ULL << c)]
 
-    def vote(self, int rank, uint32_t seq, uint64_t mask, uint64_t heard, uint64_t live_rails,
-             int nrails, int64_t deadline_ns):
-        """(status, union of masks, intersection of heard) over all ranks."""
-        cdef uint64_t um = 0, ih = 0
-        cdef int rc
+    def vote(self, int rank, uint32_t seq, int64_t coll, uint64_t mask, int flags,
+             uint64_t heard, uint64_t live_rails, int nrails, int64_t deadline_ns):
+        """(status, [(collective index, mask, flags) per rank], intersection of heard)."""
+        cdef uint64_t ih = 0
+        cdef int rc, p, n = self.size
+        cdef int64_t *colls = <int64_t *>calloc(n, sizeof(int64_t))
+        cdef uint64_t *masks = <uint64_t *>calloc(n, sizeof(uint64_t))
+        cdef uint16_t *fl = <uint16_t *>calloc(n, sizeof(uint16_t))
+        if not (colls and masks and fl):
+            free(colls); free(masks); free(fl)
+            raise MemoryError()
         with nogil:
-            rc = nz_vote(&self.e, rank, seq, mask, heard, live_rails, nrails, deadline_ns,
-                         &um, &ih)
-        return rc, um, ih
+            rc = nz_vote(&self.e, rank, seq, coll, mask, <uint16_t>flags, heard, live_rails,
+                         nrails, deadline_ns, colls, masks, fl, &ih)
+        table = [(colls[p], masks[p], fl[p]) for p in range(n)]
+        free(colls); free(masks); free(fl)
+        return rc, table, ih
+
+    def vote_called(self):
+        """True when a peer has started a vote that the next run would have to join."""
+        return bool(nz_vote_called(&self.e))
+
+    def peer_vote(self, int64_t seq):
+        """Lowest collective index among the peers that have started vote seq, or None."""
+        cdef int p
+        cdef int64_t c
+        if not self.has_health:
+            return None
+        best = None
+        for p in range(self.size):
+            if self.h.status_seq[p * 2 + (seq & 1)] == seq:  # aligned: read whole
+                c = self.h.status_coll[p * 2 + (seq & 1)]
+                best = c if best is None or c < best else best
+        return best
+
+    def failed_mask(self):
+        """Channels set aside in the last run, one bit each."""
+        return self.e.chan_failed
 
     def heard_rails(self, int nrails, int rank, double steady):
         """Rails on which every peer has been heard without a gap for steady seconds."""

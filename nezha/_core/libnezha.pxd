@@ -28,6 +28,8 @@ cdef extern from "nezha/nezha_health.h" nogil:
         NZ_FRAME_HEARTBEAT
         NZ_FRAME_ABORT
         NZ_FRAME_STATUS
+        NZ_VOTE_RUNNING
+        NZ_VOTE_CLOSING
     ctypedef struct nz_frame_t:
         uint32_t magic
         uint16_t type
@@ -36,6 +38,7 @@ cdef extern from "nezha/nezha_health.h" nogil:
         uint32_t len
         uint64_t mask
         uint64_t heard
+        int64_t coll
     ctypedef struct pthread_mutex_t:
         pass
     ctypedef struct nz_health_t:
@@ -52,6 +55,8 @@ cdef extern from "nezha/nezha_health.h" nogil:
         int64_t *status_seq
         uint64_t *status_mask
         uint64_t *status_heard
+        int64_t *status_coll
+        uint16_t *status_flags
         pthread_mutex_t ilock
         char *inbox
         size_t ilen
@@ -86,6 +91,7 @@ cdef extern from "nezha/nezha_engine.h" nogil:
         NZ_ERR_REDUCE
         NZ_ERR_INTERNAL
         NZ_ERR_CHANFAIL
+        NZ_ERR_VOTE
         NZ_WHY_ERROR
         NZ_WHY_CLOSED
         NZ_WHY_SILENT
@@ -137,6 +143,8 @@ cdef extern from "nezha/nezha_engine.h" nogil:
         int32_t *fail_errno
         int64_t *fail_ns
         int64_t vote_seq
+        int64_t vote_coll
+        int lazy
         int32_t *slice_chan
         int32_t nslices
         int64_t *data_heard
@@ -147,6 +155,8 @@ cdef extern from "nezha/nezha_engine.h" nogil:
     int nz_start(nz_engine_t *e, nz_op_t *ops, int32_t nops, int dtype, int op)
     int nz_progress(nz_engine_t *e, nz_op_t *ops, int32_t nops, int64_t deadline_ns)
     uint64_t nz_heard_rails(nz_engine_t *e, int32_t nrails, int32_t rank, int64_t steady_ns)
-    int nz_vote(nz_engine_t *e, int32_t rank, uint32_t seq, uint64_t mask, uint64_t heard,
-                uint64_t live_rails, int32_t nrails, int64_t deadline_ns, uint64_t *umask,
+    int nz_vote(nz_engine_t *e, int32_t rank, uint32_t seq, int64_t coll, uint64_t mask,
+                uint16_t flags, uint64_t heard, uint64_t live_rails, int32_t nrails,
+                int64_t deadline_ns, int64_t *colls, uint64_t *masks, uint16_t *oflags,
                 uint64_t *iheard)
+    int nz_vote_called(const nz_engine_t *e)

@@ -32,10 +32,11 @@ __all__ = ["Lab", "LabSpec", "LabError", "LabPermissionError", "CommandError", "
 STATE_DIR = "/run/nezha-lab"
 MAX_HOSTS = 250
 MAX_RAILS = 16
-FAIL_MODES = ("down", "blackhole", "admin")
+FAIL_MODES = ("down", "blackhole", "deaf", "admin")
 _NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,9}$")
 _NFT_TABLE = "nezha"
 _NFT_SET = "blackhole"
+_NFT_DEAF = "deaf"
 
 
 def default_name():
@@ -393,10 +394,13 @@ class Lab:
         _nn.run_many(tcj, what="tc -batch")
         if s.delay_ms:
             self._add_delay()
-        # Blackhole faults: a set of switch ports whose frames are dropped in both directions.
+        # Blackhole faults: a set of switch ports whose frames are dropped in both directions;
+        # deaf faults: ports whose host hears nothing (its own frames still go out).
         _nn.nft(f"table bridge {_NFT_TABLE} {{\n set {_NFT_SET} {{ type ifname; }}\n"
+                f" set {_NFT_DEAF} {{ type ifname; }}\n"
                 f" chain ports {{ type filter hook forward priority 0; policy accept;\n"
-                f"  iifname @{_NFT_SET} drop\n  oifname @{_NFT_SET} drop\n }}\n}}\n", sw)
+                f"  iifname @{_NFT_SET} drop\n  oifname @{_NFT_SET} drop\n"
+                f"  oifname @{_NFT_DEAF} drop\n }}\n}}\n", sw)
 
     def _wait_links_up(self, timeout=10.0, only=None):
         """Wait until every lab link (or only the (ns, ifname) pairs given) is operationally up.
@@ -454,7 +458,7 @@ class Lab:
         """Heal every failed link and restore the rates the lab was built with."""
         st = self.status()
         for ln in st["links"]:
-            if ln["blackholed"] or not ln["port_up"] or not ln["admin_up"]:
+            if ln["blackholed"] or ln["deaf"] or not ln["port_up"] or not ln["admin_up"]:
                 self.heal(ln["host"], ln["rail"])
         initial = (_read_state(self.name) or {}).get("initial_rates") or self.spec.rates
         for r, bps in enumerate(initial):
@@ -465,13 +469,19 @@ class Lab:
     # ---- faults and rates -----------------------------------------------------------------
     def fail(self, host, rail, mode="down"):
         """Cut one host's rail: 'down' = switch port down (host sees NO-CARRIER), 'blackhole' =
-        link stays up but the switch drops every frame to/from the port, 'admin' = host link down."""
+        link stays up but the switch drops every frame to/from the port, 'deaf' = only the frames
+        to the host are dropped (one-way: the host cannot hear, peers still hear it), 'admin' =
+        host link down."""
         port = self.port_name(host, rail)
         if mode == "down":
             _nn.ip("link", "set", port, "down", ns=self.switch_ns)
         elif mode == "blackhole":
             _nn.run(_nn.nsenter_argv(self.switch_ns, [
                 _nn.tool("nft"), "add", "element", "bridge", _NFT_TABLE, _NFT_SET, f'{{ "{port}" }}']),
+                what="nft add element")
+        elif mode == "deaf":
+            _nn.run(_nn.nsenter_argv(self.switch_ns, [
+                _nn.tool("nft"), "add", "element", "bridge", _NFT_TABLE, _NFT_DEAF, f'{{ "{port}" }}']),
                 what="nft add element")
         elif mode == "admin":
             _nn.ip("link", "set", f"rail{self._rail(rail)}", "down", ns=self.host_ns(host))
@@ -482,9 +492,10 @@ class Lab:
         """Undo any fail() of one host's rail; returns when the link carries traffic again."""
         port = self.port_name(host, rail)
         # Absent element = not blackholed: ignore that error.
-        _nn.run(_nn.nsenter_argv(self.switch_ns, [
-            _nn.tool("nft"), "delete", "element", "bridge", _NFT_TABLE, _NFT_SET, f'{{ "{port}" }}']),
-            check=False)
+        for nft_set in (_NFT_SET, _NFT_DEAF):
+            _nn.run(_nn.nsenter_argv(self.switch_ns, [
+                _nn.tool("nft"), "delete", "element", "bridge", _NFT_TABLE, nft_set,
+                f'{{ "{port}" }}']), check=False)
         _nn.ip("link", "set", port, "up", ns=self.switch_ns)
         _nn.ip("link", "set", f"rail{self._rail(rail)}", "up", ns=self.host_ns(host))
         # Returns once traffic flows again (carrier is applied ~1 s later by linkwatch).
@@ -509,20 +520,22 @@ class Lab:
     # ---- inspection -----------------------------------------------------------------------
     def status(self):
         """Live view: {'name', 'spec', 'links': [{host, rail, ns, ifname, addr, rate_bps,
-        switch_rate_bps, state, carrier, port_up, blackholed, tx_bytes, rx_bytes}], 'rails': [...]}."""
+        switch_rate_bps, state, carrier, port_up, blackholed, deaf, tx_bytes, rx_bytes}], 'rails': [...]}."""
         import json as _json
         jobs = [([_nn.tool("ip"), "-j", "-s", "-n", ns, "link", "show"], None) for ns in self.namespaces]
         jobs += [([_nn.tool("tc"), "-j", "-n", ns, "qdisc", "show"], None) for ns in self.namespaces]
-        jobs.append((_nn.nsenter_argv(self.switch_ns, [_nn.tool("nft"), "-j", "list", "set", "bridge",
-                                                       _NFT_TABLE, _NFT_SET]), None))
+        for nft_set in (_NFT_SET, _NFT_DEAF):
+            jobs.append((_nn.nsenter_argv(self.switch_ns, [_nn.tool("nft"), "-j", "list", "set",
+                                                           "bridge", _NFT_TABLE, nft_set]), None))
         outs = _nn.run_many(jobs, what="status")
         n = len(self.namespaces)
         links = {ns: {d["ifname"]: d for d in _json.loads(o or "[]")} for ns, o in zip(self.namespaces, outs[:n])}
         qd = {ns: {q["dev"]: q for q in _json.loads(o or "[]") if q.get("root")}
               for ns, o in zip(self.namespaces, outs[n:2 * n])}
-        holes = set()
-        for item in _json.loads(outs[-1] or "{}").get("nftables", []):
-            holes.update(item.get("set", {}).get("elem", []))
+        holes, deaf = set(), set()
+        for got, out in ((holes, outs[-2]), (deaf, outs[-1])):
+            for item in _json.loads(out or "{}").get("nftables", []):
+                got.update(item.get("set", {}).get("elem", []))
         rows = []
         for i in range(self.hosts):
             h = self.host_ns(i)
@@ -538,6 +551,7 @@ class Lab:
                     "admin_up": "UP" in dev.get("flags", []),
                     "port_up": "UP" in port.get("flags", []),
                     "blackholed": self.port_name(i, r) in holes,
+                    "deaf": self.port_name(i, r) in deaf,
                     "tx_bytes": st.get("tx", {}).get("bytes", 0), "rx_bytes": st.get("rx", {}).get("bytes", 0),
                 })
         rails = [{"rail": r, "ifname": f"rail{r}", "subnet": f"10.{10 + r}.0.0/24",

@@ -55,7 +55,7 @@ def _parser():
     s.add_argument("rail")
     s.add_argument("--mode", choices=FAIL_MODES, default="down",
                    help="down: switch port down (NO-CARRIER); blackhole: link up, frames dropped; "
-                        "admin: host link down")
+                        "deaf: frames to the host dropped (one way); admin: host link down")
     s = sub.add_parser("heal", parents=[common], help="restore one host's rail")
     s.add_argument("host")
     s.add_argument("rail")
@@ -154,7 +154,8 @@ def _status(a, name):
     print(f"{'host':<5}{'ns':<12}{'rail':<7}{'address':<13}{'rate':>9}{'link':>8}  {'fault':<10}"
           f"{'tx bytes':>14}{'rx bytes':>14}")
     for ln in st["links"]:
-        fault = ("blackhole" if ln["blackholed"] else "port-down" if not ln["port_up"]
+        fault = ("blackhole" if ln["blackholed"] else "deaf" if ln.get("deaf")
+                 else "port-down" if not ln["port_up"]
                  else "admin-down" if not ln["admin_up"] else "-")
         rate = shaping.format_rate(ln["rate_bps"]) if isinstance(ln["rate_bps"], int) else "?"
         if ln["switch_rate_bps"] != ln["rate_bps"]:

@@ -10,6 +10,28 @@ import numpy as np
 import nezha
 
 
+SMALL = [(1, np.int64), (7, np.float32), (1000, np.int32), (4099, np.float64), (3001, np.int64)]
+
+
+def small(comm, i):
+    """Small allreduces (lazy: they return without a vote), in place or not, several ops;
+    returns how many came out wrong."""
+    r, n = comm.rank, comm.size
+    count, dt = SMALL[i % len(SMALL)]
+    a = ((np.arange(count) * 7 + i) % 11 + r).astype(dt)
+    want = sum(((np.arange(count) * 7 + i) % 11 + k).astype(dt) for k in range(n))
+    if i % 3 == 0:
+        comm.allreduce(a)
+        return int(not np.array_equal(a, want))
+    out = np.full(count, -1, dt)
+    if i % 3 == 1:
+        comm.allreduce(a, out, op=nezha.MAX)
+        return int(not np.array_equal(out, ((np.arange(count) * 7 + i) % 11 + n - 1).astype(dt)))
+    comm.allreduce(a, out)
+    a[:] = -5  # the caller owns its input again: a re-run must not read it
+    return int(not np.array_equal(out, want))
+
+
 def main(stop, kind):
     comm = nezha.Communicator()
     r, n = comm.rank, comm.size
@@ -23,7 +45,9 @@ def main(stop, kind):
             if flag[0]:
                 break
             which = done % 4 if kind == "all" else 0
-            if which == 0:
+            if kind == "small":
+                wrong += small(comm, done)
+            elif which == 0:
                 a = base + r
                 comm.allreduce(a)
                 wrong += not np.array_equal(a, base * n + n * (n - 1) // 2)
