@@ -165,11 +165,11 @@ class Communicator(Executor, Failover, Diagnose):
                     s.add_avg(o, cnt, float(self.size))
             return build
 
-        # into(): a rank that already returned can re-run it into scratch (failover.py)
+        # retarget: a rank that already returned can re-run it into scratch (failover.py)
         return self._submit("allreduce", _eng.COLL_ALLREDUCE, dt, op, count, -1,
                             lambda: self.planner.allreduce(count, es), into(out), result,
                             [a, out], ckey=(address(a), address(out)), src=a,
-                            inplace=out is a, retarget=into)
+                            inplace=out is a, retarget=lambda: into(np.empty_like(out)))
 
     def reduce(self, sendbuf, recvbuf=None, op=ReduceOp.SUM, root=0):
         """Reduce sendbuf over all ranks into recvbuf on root (in place when None there)."""
@@ -238,12 +238,15 @@ class Communicator(Executor, Failover, Diagnose):
         self._no_overlap(a, out, allow_same=False)
         es, c = dt.itemsize, a.size
 
-        def build(s, algo, chan, off, cnt, src):
-            s.allgather(chan, address(out), address(a), c, off, cnt)
+        def into(dst):
+            def build(s, algo, chan, off, cnt, src):
+                s.allgather(chan, address(dst), address(src), c, off, cnt)
+            return build
 
         return self._submit("allgather", _eng.COLL_ALLGATHER, dt, 0, c, -1,
-                            lambda: self.planner.blocks("allgather", c, es), build, recvbuf,
-                            [a, out], ckey=(address(a), address(out)))
+                            lambda: self.planner.blocks("allgather", c, es), into(out), recvbuf,
+                            [a, out], ckey=(address(a), address(out)), src=a,
+                            retarget=lambda: into(np.empty_like(out)))
 
     def reduce_scatter(self, sendbuf, recvbuf, op=ReduceOp.SUM):
         """Reduce sendbuf over all ranks; rank i gets block i of the result in recvbuf."""
@@ -264,15 +267,18 @@ class Communicator(Executor, Failover, Diagnose):
         op = self._op(op, dt)
         es = dt.itemsize
 
-        def build(s, algo, chan, off, cnt, src):
-            s.reduce_scatter(chan, address(out), address(a), c, off, cnt,
-                             np.empty(self.size * cnt * es + 1, np.uint8))
-            if op == ReduceOp.AVG:
-                s.add_avg(address(out) + off * es, cnt, float(self.size))
+        def into(dst):
+            def build(s, algo, chan, off, cnt, src):
+                s.reduce_scatter(chan, address(dst), address(src), c, off, cnt,
+                                 np.empty(self.size * cnt * es + 1, np.uint8))
+                if op == ReduceOp.AVG:
+                    s.add_avg(address(dst) + off * es, cnt, float(self.size))
+            return build
 
         return self._submit("reduce_scatter", _eng.COLL_REDUCE_SCATTER, dt, op, c, -1,
-                            lambda: self.planner.blocks("reduce_scatter", c, es), build,
-                            recvbuf, [a, out], ckey=(address(a), address(out)))
+                            lambda: self.planner.blocks("reduce_scatter", c, es), into(out),
+                            recvbuf, [a, out], ckey=(address(a), address(out)), src=a,
+                            retarget=lambda: into(np.empty_like(out)))
 
     def alltoall(self, sendbuf, recvbuf):
         """Block j of sendbuf goes to rank j, which stores it as block i (from rank i)."""
@@ -291,12 +297,15 @@ class Communicator(Executor, Failover, Diagnose):
         self._no_overlap(a, out, allow_same=False)
         c, es = a.size // self.size, dt.itemsize
 
-        def build(s, algo, chan, off, cnt, src):
-            s.alltoall(chan, address(out), address(a), c, off, cnt)
+        def into(dst):
+            def build(s, algo, chan, off, cnt, src):
+                s.alltoall(chan, address(dst), address(src), c, off, cnt)
+            return build
 
         return self._submit("alltoall", _eng.COLL_ALLTOALL, dt, 0, c, -1,
-                            lambda: self.planner.blocks("alltoall", c, es, ALGO_DIRECT), build,
-                            recvbuf, [a, out], ckey=(address(a), address(out)))
+                            lambda: self.planner.blocks("alltoall", c, es, ALGO_DIRECT),
+                            into(out), recvbuf, [a, out], ckey=(address(a), address(out)),
+                            src=a, retarget=lambda: into(np.empty_like(out)))
 
     def barrier(self):
         """Return only when every rank has entered the barrier."""
@@ -311,7 +320,8 @@ class Communicator(Executor, Failover, Diagnose):
             s.barrier(chan)
 
         return self._submit("barrier", _eng.COLL_BARRIER, DType.UINT8, 0, 0, -1,
-                            self.planner.single, build, None, [], ckey=())
+                            self.planner.single, build, None, [], ckey=(),
+                            retarget=lambda: build)
 
     def send(self, buf, dest):
         """Send buf to rank dest (matched in order with dest's recv calls from this rank)."""

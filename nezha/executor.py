@@ -113,7 +113,7 @@ class Executor:
             log.info("COLL", f"{req.name} #{req.seq} count {count} {DType(dt).name.lower()} "
                      f"root {root} {plan}")
         voting = self._failover and coll != _eng.COLL_SENDRECV
-        lazy = voting and self._lazy_ok(req, plan)
+        lazy = voting and self._lazy_ok(req, plan, src)
         # an in-place input is overwritten by partial sums, and a lazy collective may be
         # re-run after it returned: keep the input for that
         snap = src.copy() if voting and src is not None and (inplace or lazy) else src

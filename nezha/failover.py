@@ -30,8 +30,6 @@ import threading
 import time
 import types
 
-import numpy as np
-
 from nezha import log
 from nezha._core import engine as _eng
 from nezha.errors import (CollectiveMismatch, NezhaError, NezhaTimeout, PeerError,
@@ -62,11 +60,14 @@ class Failover:
                 m |= 1 << (c // self._mesh.nconns)
         return m
 
-    def _lazy_ok(self, req, plan):
-        # decided from what every rank knows alike (the plan, the planner's channels); while
-        # a rail is down every collective votes, which is also what re-admits it
+    def _lazy_ok(self, req, plan, src):
+        """Lazy collectives: those where a rank's finishing proves that every rank entered
+        (they have a retarget: allreduce, allgather, reduce_scatter, alltoall, barrier; not
+        broadcast or reduce, whose root may run ahead), whole on one channel, small.
+        Decided from what every rank knows alike (the plan, the planner's channels); while
+        a rail is down every collective votes, which is also what re-admits it."""
         return (req.retarget is not None and len(plan.slices) == 1 and all(self.planner.alive)
-                and plan.slices[0][2] * plan.esize <= LAZY_MAX_BYTES)
+                and (src is None or src.nbytes <= LAZY_MAX_BYTES))
 
     def _vote(self, req, coll, mask, flags):
         """One vote: [(collective index, mask, flags)] per rank, and the rails all hear."""
@@ -167,8 +168,7 @@ class Failover:
             raise NezhaError(f"nezha: rank {self.rank}: internal error: ranks need collective "
                              f"{k} re-run but this rank kept no input for it")
         _, preq, pplan, psnap = self._pending
-        scratch = np.empty_like(psnap)
-        self._repair(preq, pplan, mask, preq.retarget(scratch), psnap, req)
+        self._repair(preq, pplan, mask, preq.retarget(), psnap, req)
 
     def _repair(self, req, plan, mask, build, src, during=None):
         """Re-run slices (mask) of req over a fresh connection of a live rail, all ranks

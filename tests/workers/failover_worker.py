@@ -14,22 +14,47 @@ SMALL = [(1, np.int64), (7, np.float32), (1000, np.int32), (4099, np.float64), (
 
 
 def small(comm, i):
-    """Small allreduces (lazy: they return without a vote), in place or not, several ops;
-    returns how many came out wrong."""
+    """Small collectives (lazy: they return without a vote): allreduce in place or not with
+    several ops, allgather, reduce_scatter, alltoall, barrier; returns how many came out
+    wrong. Inputs are overwritten after each call: the caller owns them again, so a re-run
+    must use what was kept."""
     r, n = comm.rank, comm.size
     count, dt = SMALL[i % len(SMALL)]
-    a = ((np.arange(count) * 7 + i) % 11 + r).astype(dt)
-    want = sum(((np.arange(count) * 7 + i) % 11 + k).astype(dt) for k in range(n))
-    if i % 3 == 0:
+    base = (np.arange(count) * 7 + i) % 11
+    a = (base + r).astype(dt)
+    want = sum((base + k).astype(dt) for k in range(n))
+    v = i % 7
+    if v == 0:
         comm.allreduce(a)
         return int(not np.array_equal(a, want))
     out = np.full(count, -1, dt)
-    if i % 3 == 1:
+    if v == 1:
         comm.allreduce(a, out, op=nezha.MAX)
-        return int(not np.array_equal(out, ((np.arange(count) * 7 + i) % 11 + n - 1).astype(dt)))
-    comm.allreduce(a, out)
-    a[:] = -5  # the caller owns its input again: a re-run must not read it
-    return int(not np.array_equal(out, want))
+        return int(not np.array_equal(out, (base + n - 1).astype(dt)))
+    if v == 2:
+        comm.allreduce(a, out)
+        a[:] = -5
+        return int(not np.array_equal(out, want))
+    if v == 3:
+        out = np.full(count * n, -1, dt)
+        comm.allgather(a, out)
+        a[:] = -5
+        return int(not np.array_equal(out, np.concatenate([(base + k).astype(dt)
+                                                            for k in range(n)])))
+    if v == 4:
+        send = np.tile(a, n)
+        comm.reduce_scatter(send, out)
+        send[:] = -5
+        return int(not np.array_equal(out, want))
+    if v == 5:
+        send = np.concatenate([a + j for j in range(n)])
+        out = np.full(count * n, -1, dt)
+        comm.alltoall(send, out)
+        send[:] = -5
+        return int(not np.array_equal(out, np.concatenate([(base + k + r).astype(dt)
+                                                            for k in range(n)])))
+    comm.barrier()
+    return 0
 
 
 def main(stop, kind):
