@@ -338,7 +338,7 @@ class Communicator(Executor, Failover, Diagnose):
         self._p2p_out[dest] += 1
         # one channel (agreed by both ends: the planner's best) keeps sends in order
         return self._submit("send", _eng.COLL_SENDRECV, dt, 0, a.size, self.rank,
-                            lambda: Plan([(self.planner.best_channel(), 0, a.size)], 0),
+                            lambda: Plan([(self._p2p_channel(), 0, a.size)], 0),
                             lambda s, algo, chan, off, cnt, src: s.send(
                                 chan, dest, address(a) + off * dt.itemsize, cnt * dt.itemsize),
                             None, [a], seq=seq)
@@ -357,10 +357,14 @@ class Communicator(Executor, Failover, Diagnose):
         seq = self._p2p_in[source]
         self._p2p_in[source] += 1
         return self._submit("recv", _eng.COLL_SENDRECV, dt, 0, a.size, source,
-                            lambda: Plan([(self.planner.best_channel(), 0, a.size)], 0),
+                            lambda: Plan([(self._p2p_channel(), 0, a.size)], 0),
                             lambda s, algo, chan, off, cnt, src: s.recv(
                                 chan, source, address(a) + off * dt.itemsize, cnt * dt.itemsize),
                             buf, [a], seq=seq)
+
+    def _p2p_channel(self):
+        # not a channel a vote has just cut (the planner hears of it at the next vote)
+        return self.planner.best_channel(avoid=self._cut)
 
     # ---- argument checks (before anything is sent) -----------------------------------
 

@@ -118,6 +118,8 @@ class Executor:
         # re-run after it returned: keep the input for that
         snap = src.copy() if voting and src is not None and (inplace or lazy) else src
         rc = self._run(req, s, voting, plan, lazy)
+        if rc == _eng.ERR_VOTE and not voting:  # a send/recv, stopped for a rank behind
+            s = self._p2p_voted(req, s, plan, rc, planfn, src)
         final = plan
         if voting and not (lazy and rc == _eng.ERR_OK):
             final = self._agree(req, s, plan, ranges, snap, rc, lazy)
@@ -154,9 +156,11 @@ class Executor:
         return self._progress(req, s, self._engine.start(s), failover)
 
     def _arm(self, failover, plan, lazy):
-        self._engine.set_failover_on(failover, self._votes & 0xFFFFFFFF,
-                                     [c for c, _, _ in plan.slices] if plan is not None else None,
-                                     self._ncoll, lazy)
+        # send/recv do not fail over, but stop for a rank left behind (failover.py)
+        self._engine.set_failover_on(
+            failover, self._votes & 0xFFFFFFFF if self._failover else -1,
+            [c for c, _, _ in plan.slices] if failover and plan is not None else None,
+            self._ncoll, lazy)
 
     def _progress(self, req, s, rc, failover):
         eng = self._engine
@@ -167,7 +171,7 @@ class Executor:
             rc = eng.progress(s, deadline)
             if rc == _eng.ERR_OK:
                 return rc
-        if failover and rc in (_eng.ERR_CHANFAIL, _eng.ERR_VOTE):
+        if rc == _eng.ERR_VOTE or (failover and rc == _eng.ERR_CHANFAIL):
             return rc
         raise self._engine_error(rc, req)
 

@@ -29,6 +29,7 @@ re-enters the plan cold.
 import threading
 import time
 import types
+import weakref
 
 from nezha import log
 from nezha._core import engine as _eng
@@ -48,6 +49,40 @@ def _bits(mask):
             yield i
         mask >>= 1
         i += 1
+
+
+def _guard(ref):
+    """While the caller is away (computing, or blocked elsewhere), a rank left behind in the
+    lazy collective this rank returned from must not wait for it. Holds the communicator
+    only while it looks, so that one never closed can still be collected."""
+    while True:
+        time.sleep(GUARD_PERIOD_S)
+        comm = ref()
+        if comm is None or not _guard_look(comm):
+            return
+        comm = None
+
+
+def _guard_look(comm):
+    """One look: take the queue if a rank is behind, help with its re-run, then run what was
+    queued meanwhile. False once the communicator is closed or broken."""
+    if comm._closed or comm._broken is not None:
+        return False
+    if comm._pending is None or comm._busy:
+        return True
+    behind = comm._engine.peer_vote(comm._votes & 0xFFFFFFFF)
+    if behind is None or behind >= comm._ncoll:
+        return True
+    with comm._cv:
+        if comm._busy or comm._closed:
+            return True
+        comm._busy = True
+    try:
+        comm._help_idle(types.SimpleNamespace(name="idle", seq=comm._ncoll, schedule=None))
+    except BaseException as exc:  # the caller's next call raises it
+        comm._fail(exc)
+    comm._drain()
+    return True
 
 
 class Failover:
@@ -241,32 +276,38 @@ class Failover:
 
     def _start_guard(self):
         if self._failover:
-            threading.Thread(target=self._guard, name="nezha-guard", daemon=True).start()
+            threading.Thread(target=_guard, args=(weakref.ref(self),), name="nezha-guard",
+                             daemon=True).start()
 
-    def _guard(self):
-        """While the caller is away (computing, or blocked elsewhere), a rank left behind in
-        the lazy collective this rank returned from must not wait for it: take the queue,
-        help with the re-run, then run whatever was queued meanwhile."""
-        while not self._closed and self._broken is None:
-            time.sleep(GUARD_PERIOD_S)
-            if self._pending is None or self._busy:
+    def _help_idle(self, req):
+        """This rank is in no collective (idle, or in a send/recv) and a rank is behind it:
+        vote as what it is, and take part in the re-run that rank needs."""
+        table, _ = self._vote(req, self._ncoll, 0, 0)
+        k = min(c for c, _, _ in table)
+        if k < self._ncoll:
+            self._help_behind(table, k, req)
+
+    def _p2p_voted(self, req, s, plan, rc, planfn, src):
+        """A send/recv stopped for a rank left behind: help it, then go on; on a channel the
+        vote did not cut, if none of its bytes had moved (the peer plans its side after the
+        vote, so it avoids the cut channel too)."""
+        while rc == _eng.ERR_VOTE:
+            self._help_idle(req)
+            chan = plan.slices[0][0]
+            if chan not in self._cut:
+                self._arm(False, None, False)
+                rc = self._progress(req, s, _eng.ERR_OK, False)
                 continue
-            behind = self._engine.peer_vote(self._votes & 0xFFFFFFFF)
-            if behind is None or behind >= self._ncoll:
-                continue
-            with self._cv:
-                if self._busy or self._closed:
-                    continue
-                self._busy = True
-            try:
-                req = types.SimpleNamespace(name="idle", seq=self._ncoll, schedule=None)
-                table, _ = self._vote(req, self._ncoll, 0, 0)
-                k = min(c for c, _, _ in table)
-                if k < self._ncoll:
-                    self._help_behind(table, k, req)
-            except BaseException as exc:  # the next call raises it
-                self._fail(exc)
-            self._drain()
+            if s.moved():
+                raise RailSystemError(
+                    f"nezha: rank {self.rank}: rail {self._mesh.chan_name(chan)} failed during "
+                    f"{req.name} #{req.seq}: a send/recv cannot move to another rail once its "
+                    "bytes have started", rail=self._mesh.chan_name(chan))
+            plan = planfn()
+            s, _ = self._schedule(req, plan, src)
+            req.schedule = s
+            rc = self._run(req, s, False, plan)
+        return s
 
     def _settle(self):
         """Before closing: the last lazy collective may still be needed by a rank that could

@@ -58,10 +58,11 @@ class Planner:
         """Changes whenever a plan could come out differently (for the plan cache)."""
         return (self.model.version, tuple(self.alive))
 
-    def best_channel(self, key=None):
+    def best_channel(self, key=None, avoid=()):
         """The live channel expected to finish a small payload first."""
         rates, _ = self.model.rates(key)
-        live = [c for c in range(self.nchan) if self.alive[c]] or [0]
+        live = ([c for c in range(self.nchan) if self.alive[c] and c not in avoid] or
+                [c for c in range(self.nchan) if self.alive[c]] or [0])
         return max(live, key=lambda c: (rates[c], -c))
 
     def split(self, coll, count, esize):

@@ -79,12 +79,13 @@ def test_small_lazy_collectives_survive_failures(lab, mode, tmp_path):
     assert all(results[0]["alive"].values()), results[0]["alive"]
 
 
-@pytest.mark.parametrize("mode", ["close", "idle"])
+@pytest.mark.parametrize("mode", ["close", "idle", "p2p"])
 def test_rank_left_behind_is_helped(lab, mode, tmp_path):
     """Host 3 goes deaf on the rail of a small allreduce: ranks 0 and 2 finish it and return,
-    1 and 3 cannot. Ranks 0 and 2 then close at once, or compute for 3 s: either way the
-    re-run that 1 and 3 need happens with them (at close, or from the guard thread while
-    their caller computes), and every rank ends with the exact sum."""
+    1 and 3 cannot. Ranks 0 and 2 then close at once, compute for 3 s, or wait in a recv from
+    1 and 3: either way the re-run that 1 and 3 need happens with them (at close, from the
+    guard thread while their caller computes, from inside the recv), and every rank ends
+    with the exact sum (and the message)."""
     env = dict(os.environ, PYTHONPATH=ROOT, NEZHA_SOCKET_IFNAME="rail0,rail1",
                NEZHA_TIMEOUT="30")
     box = {}
@@ -117,6 +118,8 @@ def test_rank_left_behind_is_helped(lab, mode, tmp_path):
         assert reruns and min(reruns) > results[k]["returned"], results[k]
         if mode == "idle":  # ... while their caller was still computing
             assert min(reruns) < results[k]["woke"], results[k]
+        if mode == "p2p":
+            assert results[k]["got"] == [k + 1, 7, (k + 1) ** 2], results[k]
 
 
 def test_last_rail_lost_is_an_error(lab, tmp_path):

@@ -183,7 +183,7 @@ static inline int nz_fail_chan(nz_engine_t *e, int32_t chan, int32_t peer, int w
  * together). A peer a collective ahead waits: this rank finishes first, then joins. */
 static inline int nz_vote_called(const nz_engine_t *e) {
     nz_health_t *h = e->health;
-    if (!e->failover || !h || e->vote_seq < 0) return 0;
+    if (!h || e->vote_seq < 0) return 0;  /* send/recv: no failover, but interruptible */
     int32_t slot = (int32_t)(e->vote_seq & 1);
     for (int32_t p = 0; p < h->size; p++) {
         if (__atomic_load_n(&h->status_seq[p * 2 + slot], __ATOMIC_ACQUIRE) != e->vote_seq)

@@ -128,6 +128,14 @@ cdef class Schedule:
                 return False
         return True
 
+    def moved(self):
+        """True once any op has moved a byte."""
+        cdef int32_t i
+        for i in range(self.nops):
+            if self.ops[i].done:
+                return True
+        return False
+
     def reset(self, uint32_t seq):
         """Make the schedule runnable again as collective number seq (plan cache)."""
         cdef int32_t i
@@ -611,11 +619,12 @@ cdef class Engine:
     def set_failover_on(self, bint on, int64_t vote_seq=-1, list slice_chans=None,
                         int64_t coll=-1, bint lazy=False):
         """Failover for the next run (off for point-to-point, which cannot vote): the next
-        vote, the channel of each slice, the collective's index, and whether the run ends
-        without a vote (lazy) unless something fails."""
+        vote (-1: none; a run that knows it stops when a rank behind calls it), the channel
+        of each slice, the collective's index, and whether the run ends without a vote
+        (lazy) unless something fails."""
         cdef int i
         self.e.failover = on and self.has_health and self.e.silent_ns > 0
-        self.e.vote_seq = vote_seq if on else -1
+        self.e.vote_seq = vote_seq if self.has_health else -1
         self.e.vote_coll = coll
         self.e.lazy = lazy
         self.e.nslices = 0
