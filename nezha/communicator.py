@@ -95,7 +95,8 @@ class Communicator(Executor, Failover, Diagnose):
         self._seq = 0
         self._p2p_out = collections.Counter()
         self._p2p_in = collections.Counter()
-        self._cv = threading.Condition()
+        self._lock = threading.RLock()  # guards the queue; `with self._lock` is C-level
+        self._cv = threading.Condition(self._lock)
         self._queue = collections.deque()
         self._busy = False
         self._worker = None

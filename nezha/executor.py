@@ -30,13 +30,13 @@ class Executor:
         req.keep = keep
         req.spec = (coll, int(dt), int(op), count, root, plan, build, ckey, src, inplace)
         req.retarget = retarget
-        with self._cv:
+        with self._lock:
             self._queue.append(req)
         return req
 
     def _run_blocking(self, req):
         """Blocking call: run the queue in this thread unless someone already does."""
-        with self._cv:
+        with self._lock:
             mine = not self._busy
             self._busy = True if mine else self._busy
         if mine:
@@ -65,10 +65,11 @@ class Executor:
 
     def _drain(self):
         while True:
-            with self._cv:
+            with self._lock:
                 if not self._queue or self._broken is not None:
                     self._busy = False
-                    self._cv.notify_all()
+                    if self._waiters or self._worker is not None:  # someone may wait for us
+                        self._cv.notify_all()
                     return
                 req = self._queue.popleft()
             try:

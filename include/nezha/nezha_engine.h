@@ -8,7 +8,9 @@
  *     bytes as the dependency has finished. This is the pipeline: a ring rank forwards the
  *     first bytes of a chunk while the rest is still arriving and being reduced, so there
  *     is no per-segment bookkeeping at all;
- *   - any other dependency (or NZ_DEP_FULL) must complete before the op starts.
+ *   - any other dependency (or NZ_DEP_FULL) must complete before the op starts;
+ *   - with NZ_DEP_STARTED the op may go once the dependency has made its first byte: a
+ *     header waits for its data this way, so that both leave in one segment.
  * Received data that must be reduced goes through the endpoint's staging area (one
  * segment); it is reduced into the destination as soon as whole elements are there.
  *
@@ -43,7 +45,8 @@ enum {
     NZ_LOCAL_REDUCE = 4  /* ptr[i] = ptr[i] OP src[i], no endpoint; paced by deps */
 };
 
-#define NZ_DEP_FULL 1 /* op flag: dependencies must complete before the op starts */
+#define NZ_DEP_FULL 1    /* op flag: dependencies must complete before the op starts */
+#define NZ_DEP_STARTED 2 /* op flag: dependencies must have started (done > 0) */
 
 enum {
     NZ_OK = 0,
@@ -147,6 +150,8 @@ static inline uint64_t nz_limit(const nz_op_t *ops, const nz_op_t *o) {
         uint64_t avail;
         if (p->done >= p->nbytes)
             avail = o->nbytes;
+        else if (o->flags & NZ_DEP_STARTED)
+            avail = p->done > 0 ? o->nbytes : 0;
         else if (!(o->flags & NZ_DEP_FULL) && p->nbytes == o->nbytes)
             avail = p->done;
         else

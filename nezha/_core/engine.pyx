@@ -166,10 +166,10 @@ cdef class Schedule:
         self.nops += 1
         return self.nops - 1
 
-    cdef int hdr_send(self, int ep, int dep, int chan) except -1:
+    cdef int hdr_send(self, int ep, int dep, int chan, int flags=NZ_DEP_FULL) except -1:
         self.hdr_state[ep] |= 1
         return self._push(NZ_SEND, ep, <char *>&self.hdr, NULL, sizeof(nezha_hdr_t), dep, -1,
-                          chan, NZ_DEP_FULL)
+                          chan, flags)
 
     cdef int hdr_recv(self, int ep, int chan) except -1:
         self.hdr_state[ep] |= 2
@@ -183,7 +183,8 @@ cdef class Schedule:
         if kind != NZ_LOCAL_REDUCE:
             e = self.ep(chan, peer)
             if kind == NZ_SEND and not (self.hdr_state[e] & 1):
-                self.hdr_send(e, -1, chan)
+                # the header leaves with the data's first bytes, in one segment
+                self.hdr_send(e, dep0, chan, flags if flags & NZ_DEP_FULL else NZ_DEP_STARTED)
             elif kind != NZ_SEND and not (self.hdr_state[e] & 2):
                 self.hdr_recv(e, chan)
         return self._push(kind, e, ptr, src, nbytes, dep0, dep1, chan, flags)

@@ -82,6 +82,7 @@ cdef extern from "nezha/nezha_engine.h" nogil:
         NZ_RECV_HDR
         NZ_LOCAL_REDUCE
         NZ_DEP_FULL
+        NZ_DEP_STARTED
         NZ_OK
         NZ_ERR_TIMEOUT
         NZ_ERR_CLOSED
