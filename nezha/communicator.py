@@ -436,6 +436,7 @@ class Communicator(Executor, Failover, Diagnose):
             with self._cv:
                 while self._busy:
                     self._cv.wait(0.1)
+                self._busy = True  # ours now: the guard thread must not vote meanwhile
             if self._broken is None:
                 try:
                     self._settle()

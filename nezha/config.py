@@ -268,9 +268,10 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
         "window, and a wake-up from poll() costs more than the retries; 0 sleeps at once.")),
     Param("FAILOVER", "bool", "y", help=(
         "With two or more rails, survive the failure of a rail: its unfinished work is re-run "
-        "on the others and it is re-admitted when it answers again. Each collective then ends "
-        "with a small vote between the ranks (one message each way per peer), which small "
-        "messages feel; n turns it off, and a failed rail is then an error.")),
+        "on the others and it is re-admitted when it answers again. Striped collectives end "
+        "with a small vote between the ranks (one message each way per peer); small ones on "
+        "one rail vote only when a rank sees a failure (they keep a copy of their input "
+        "until the next collective). n turns it off, and a failed rail is then an error.")),
     Param("HEARTBEAT", "float", "0.01", bound="> 0", help=(
         "Seconds between heartbeats on every rail's control connections (a background thread "
         "sends them, so they flow while the program computes).")),

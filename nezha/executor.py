@@ -97,24 +97,25 @@ class Executor:
         # run the schedule built then (small collectives are dominated by this cost).
         key = None if ckey is None else (coll, dt, op, count, root, ckey, self.planner.version)
         hit = self._cache.get(key) if key is not None else None
+        voting = self._failover and coll != _eng.COLL_SENDRECV
         if hit is not None:
-            s, plan, ranges = hit
+            s, plan, ranges, lazy = hit
             s.reset(req.seq & 0xFFFFFFFF)
         else:
             plan = planfn()
             s, ranges = self._schedule(req, plan, src)
+            # planner changes that affect laziness (dead channels) clear the cache
+            lazy = voting and self._lazy_ok(req, plan, src)
             if log.enabled("INFO", "PLAN"):
                 log.info("PLAN", f"{req.name} of {count} x {DType(dt).name.lower()}: {plan}")
             if key is not None:
                 if len(self._cache) >= 64:
                     self._cache.pop(next(iter(self._cache)))
-                self._cache[key] = (s, plan, ranges)
+                self._cache[key] = (s, plan, ranges, lazy)
         req.schedule, req.plan = s, plan
         if log.enabled("INFO", "COLL"):
             log.info("COLL", f"{req.name} #{req.seq} count {count} {DType(dt).name.lower()} "
                      f"root {root} {plan}")
-        voting = self._failover and coll != _eng.COLL_SENDRECV
-        lazy = voting and self._lazy_ok(req, plan, src)
         # an in-place input is overwritten by partial sums, and a lazy collective may be
         # re-run after it returned: keep the input for that
         snap = src.copy() if voting and src is not None and (inplace or lazy) else src
@@ -160,8 +161,7 @@ class Executor:
         # send/recv do not fail over, but stop for a rank left behind (failover.py)
         self._engine.set_failover_on(
             failover, self._votes & 0xFFFFFFFF if self._failover else -1,
-            [c for c, _, _ in plan.slices] if failover and plan is not None else None,
-            self._ncoll, lazy)
+            plan.chans if failover and plan is not None else None, self._ncoll, lazy)
 
     def _progress(self, req, s, rc, failover):
         eng = self._engine

@@ -39,7 +39,7 @@ from nezha.planner import Plan
 
 # Largest lazy collective: it keeps a copy of its input; above this a vote costs less.
 LAZY_MAX_BYTES = 256 << 10
-GUARD_PERIOD_S = 0.01  # how often an idle rank looks for a rank left behind
+GUARD_PERIOD_S = 0.01  # how soon the guard looks again when the caller was busy
 
 
 def _bits(mask):
@@ -53,36 +53,44 @@ def _bits(mask):
 
 def _guard(ref):
     """While the caller is away (computing, or blocked elsewhere), a rank left behind in the
-    lazy collective this rank returned from must not wait for it. Holds the communicator
-    only while it looks, so that one never closed can still be collected."""
-    while True:
-        time.sleep(GUARD_PERIOD_S)
+    lazy collective this rank returned from must not wait for it. Sleeps until a vote frame
+    arrives (no polling: wake-ups would cost the spinning ranks), and holds the
+    communicator only while it looks, so that one never closed can still be collected."""
+    comm = ref()
+    engine = comm._engine if comm is not None else None
+    comm, again = None, False
+    while engine is not None:
+        engine.wait_vote_frame(GUARD_PERIOD_S if again else 1.0)
         comm = ref()
-        if comm is None or not _guard_look(comm):
+        if comm is None:
+            return
+        again = _guard_look(comm)
+        if again is None:
             return
         comm = None
 
 
 def _guard_look(comm):
-    """One look: take the queue if a rank is behind, help with its re-run, then run what was
-    queued meanwhile. False once the communicator is closed or broken."""
+    """One look: if a rank is behind, take the queue, help with its re-run, then run what
+    was queued meanwhile. Returns True to look again soon (the caller was busy), None once
+    the communicator is closed or broken."""
     if comm._closed or comm._broken is not None:
+        return None
+    if comm._pending is None:
         return False
-    if comm._pending is None or comm._busy:
-        return True
     behind = comm._engine.peer_vote(comm._votes & 0xFFFFFFFF)
     if behind is None or behind >= comm._ncoll:
-        return True
+        return False
     with comm._cv:
         if comm._busy or comm._closed:
-            return True
+            return True  # the caller's next run joins; if it goes idle first, look again
         comm._busy = True
     try:
         comm._help_idle(types.SimpleNamespace(name="idle", seq=comm._ncoll, schedule=None))
     except BaseException as exc:  # the caller's next call raises it
         comm._fail(exc)
     comm._drain()
-    return True
+    return False
 
 
 class Failover:

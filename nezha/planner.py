@@ -23,10 +23,11 @@ MAX_PIECES = 64  # slices of one collective (the vote carries one bit per slice)
 class Plan:
     """slices: [(channel, first element, element count)]; algo: algorithm id; key: bucket."""
 
-    __slots__ = ("slices", "algo", "hash", "key", "esize")
+    __slots__ = ("slices", "algo", "hash", "key", "esize", "chans")
 
     def __init__(self, slices, algo, key=None, esize=1):
         self.slices = slices
+        self.chans = [c for c, _, _ in slices]
         self.algo = algo
         self.key = key
         self.esize = esize

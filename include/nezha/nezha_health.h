@@ -56,6 +56,7 @@ typedef struct {
     pthread_t th;
     int started;
     int evfd;
+    int gfd;                   /* eventfd: a vote frame arrived (wakes an idle rank's guard) */
     /* vote: latest STATUS per peer and vote parity (2 * size slots) */
     volatile int64_t *status_seq;
     volatile uint64_t *status_mask;
@@ -167,6 +168,7 @@ static inline void nz_health_read_locked(nz_health_t *h, int32_t i, int64_t now)
                     __atomic_store_n(&h->status_seq[slot], (int64_t)f.seq, __ATOMIC_RELEASE);
                     uint64_t one = 1;
                     ssize_t w = write(h->evfd, &one, sizeof(one));
+                    w = write(h->gfd, &one, sizeof(one));
                     (void)w;
                 }
             } else if (f.type != NZ_FRAME_HEARTBEAT) {
@@ -188,6 +190,14 @@ static inline void nz_health_read(nz_health_t *h, int32_t i, int64_t now) {
     if (pthread_mutex_trylock(&h->rlock[i]) != 0) return;
     if (h->fds[i] >= 0 && !h->closed[i]) nz_health_read_locked(h, i, now);
     pthread_mutex_unlock(&h->rlock[i]);
+}
+
+/* Sleep until a vote frame has arrived (1) or ms pass (0): an idle rank's guard. */
+static inline int nz_health_wait_vote(nz_health_t *h, int ms) {
+    struct pollfd p = {h->gfd, POLLIN, 0};
+    if (poll(&p, 1, ms) <= 0) return 0;
+    uint64_t cnt;
+    return read(h->gfd, &cnt, sizeof(cnt)) > 0;
 }
 
 static void *nz_health_main(void *arg) {

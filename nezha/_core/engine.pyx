@@ -15,6 +15,8 @@ from libc.string cimport memcpy, memset
 from nezha._core.libnezha cimport *
 from nezha._core.reduce cimport nezha_avg_finish
 
+import time
+
 COLL_ALLREDUCE = 1
 COLL_BROADCAST = 2
 COLL_REDUCE = 3
@@ -566,7 +568,8 @@ cdef class Engine:
         pthread_mutex_init(&self.h.ilock, NULL)
         self.h.interval_ns = <int64_t>(heartbeat * 1e9)
         self.h.evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)
-        if self.h.evfd < 0:
+        self.h.gfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)
+        if self.h.evfd < 0 or self.h.gfd < 0:
             raise OSError("eventfd failed")
         self.e.health = &self.h
         self.e.data_heard = <int64_t *>calloc(n, sizeof(int64_t))
@@ -588,6 +591,8 @@ cdef class Engine:
             nz_health_stop(&self.h)
             if self.h.evfd >= 0:
                 close(self.h.evfd)
+            if self.h.gfd >= 0:
+                close(self.h.gfd)
         free(self.h.fds); free(self.h.last_heard); free(self.h.since); free(self.h.closed)
         free(self.h.wlock); free(self.h.rlock); free(<void *>self.h.status_seq); free(<void *>self.h.status_mask)
         free(<void *>self.h.status_heard); free(<void *>self.h.status_coll)
@@ -689,6 +694,16 @@ cdef class Engine:
     def vote_called(self):
         """True when a peer has started a vote that the next run would have to join."""
         return bool(nz_vote_called(&self.e))
+
+    def wait_vote_frame(self, double timeout):
+        """Sleep (without the GIL) until a vote frame arrives or timeout seconds pass."""
+        cdef int r, ms = <int>(timeout * 1000)
+        if not self.has_health:
+            time.sleep(timeout)
+            return False
+        with nogil:
+            r = nz_health_wait_vote(&self.h, ms)
+        return bool(r)
 
     def peer_vote(self, int64_t seq):
         """Lowest collective index among the peers that have started vote seq, or None."""

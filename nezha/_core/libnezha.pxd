@@ -52,6 +52,7 @@ cdef extern from "nezha/nezha_health.h" nogil:
         pthread_mutex_t *rlock
         int64_t interval_ns
         int evfd
+        int gfd
         int64_t *status_seq
         uint64_t *status_mask
         uint64_t *status_heard
@@ -66,6 +67,7 @@ cdef extern from "nezha/nezha_health.h" nogil:
     int nz_health_start(nz_health_t *h)
     void nz_health_stop(nz_health_t *h)
     int nz_health_send(nz_health_t *h, int32_t i, const nz_frame_t *f, const char *payload)
+    int nz_health_wait_vote(nz_health_t *h, int ms)
     int pthread_mutex_init(pthread_mutex_t *m, void *attr)
     int pthread_mutex_lock(pthread_mutex_t *m)
     int pthread_mutex_unlock(pthread_mutex_t *m)
