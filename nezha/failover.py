@@ -51,6 +51,14 @@ def _bits(mask):
         i += 1
 
 
+def _unfinished_at(table, k):
+    """Slices that the ranks in collective k (vote table) could not finish, one bit each."""
+    mask = 0
+    for c, m, _ in table:
+        mask |= m if c == k else 0
+    return mask
+
+
 def _guard(ref):
     """While the caller is away (computing, or blocked elsewhere), a rank left behind in the
     lazy collective this rank returned from must not wait for it. Sleeps until a vote frame
@@ -152,9 +160,7 @@ class Failover:
                 if rc == _eng.ERR_VOTE:
                     rc = self._resume(req, s, plan, lazy)
                 continue
-            behind_mask = 0
-            for c, m, _ in table:
-                behind_mask |= m if c == me else 0
+            behind_mask = _unfinished_at(table, me)
             if max(colls) > me:  # this rank is the one behind
                 if behind_mask:
                     self._repair(req, plan, behind_mask, req.spec[6], src)
@@ -202,9 +208,7 @@ class Failover:
     def _help_behind(self, table, k, req):
         """Ranks still in collective k (the lazy one this rank returned from) could not finish
         some of its slices: re-run them with them, from the kept input into scratch."""
-        mask = 0
-        for c, m, _ in table:
-            mask |= m if c == k else 0
+        mask = _unfinished_at(table, k)
         if not mask:
             return  # they are only slower: they will finish on their own
         if self._pending is None or self._pending[0] != k:
@@ -238,11 +242,8 @@ class Failover:
                 _, off, cnt = plan.slices[i]
                 build(sch, plan.algo, 0, off, cnt, src)
             rc = eng.start(sch)
-            deadline = _eng.now_ns() + int(self.timeout * 1e9)
-            while rc == _eng.ERR_OK:
-                rc = eng.progress(sch, deadline)
-                if rc == _eng.ERR_OK:
-                    break
+            if rc == _eng.ERR_OK:  # no control sockets here: runs to the end, error or deadline
+                rc = eng.progress(sch, _eng.now_ns() + int(self.timeout * 1e9))
             if rc != _eng.ERR_OK:
                 raise RailSystemError(
                     f"nezha: rank {self.rank}: re-running {req.name} #{req.seq} on rail "
@@ -287,13 +288,14 @@ class Failover:
             threading.Thread(target=_guard, args=(weakref.ref(self),), name="nezha-guard",
                              daemon=True).start()
 
-    def _help_idle(self, req):
-        """This rank is in no collective (idle, or in a send/recv) and a rank is behind it:
-        vote as what it is, and take part in the re-run that rank needs."""
-        table, _ = self._vote(req, self._ncoll, 0, 0)
+    def _help_idle(self, req, flags=0):
+        """This rank is in no collective (idle, in a send/recv, or closing): vote as what it
+        is, and take part in the re-run a rank behind needs. True if a rank was behind."""
+        table, _ = self._vote(req, self._ncoll, 0, flags)
         k = min(c for c, _, _ in table)
         if k < self._ncoll:
             self._help_behind(table, k, req)
+        return k < self._ncoll
 
     def _p2p_voted(self, req, s, plan, rc, planfn, src):
         """A send/recv stopped for a rank left behind: help it, then go on; on a channel the
@@ -323,12 +325,8 @@ class Failover:
         if not self._failover or self._pending is None:
             return
         req = types.SimpleNamespace(name="close", seq=self._ncoll, schedule=None)
-        while True:
-            table, _ = self._vote(req, self._ncoll, 0, _eng.VOTE_CLOSING)
-            k = min(c for c, _, _ in table)
-            if k >= self._ncoll:
-                return
-            self._help_behind(table, k, req)
+        while self._help_idle(req, _eng.VOTE_CLOSING):
+            pass
 
     def _mark_dead(self, chans, req, failed_here):
         why = {c: (w, p) for c, w, p, _, _ in failed_here}

@@ -15,7 +15,7 @@ class Request:
         self.result = result        # what wait() returns (the output buffer)
         self.schedule = None
         self.keep = ()              # buffers that must outlive the run
-        self.retarget = None        # dst -> build writing into dst (collectives that can be lazy)
+        self.retarget = None        # () -> build writing into scratch (collectives that can be lazy)
         self.error = None
         self._done = False
 

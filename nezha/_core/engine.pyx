@@ -15,8 +15,6 @@ from libc.string cimport memcpy, memset
 from nezha._core.libnezha cimport *
 from nezha._core.reduce cimport nezha_avg_finish
 
-import time
-
 COLL_ALLREDUCE = 1
 COLL_BROADCAST = 2
 COLL_REDUCE = 3
@@ -691,15 +689,10 @@ cdef class Engine:
         free(colls); free(masks); free(fl)
         return rc, table, ih
 
-    def vote_called(self):
-        """True when a peer has started a vote that the next run would have to join."""
-        return bool(nz_vote_called(&self.e))
-
     def wait_vote_frame(self, double timeout):
         """Sleep (without the GIL) until a vote frame arrives or timeout seconds pass."""
         cdef int r, ms = <int>(timeout * 1000)
         if not self.has_health:
-            time.sleep(timeout)
             return False
         with nogil:
             r = nz_health_wait_vote(&self.h, ms)

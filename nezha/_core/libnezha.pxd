@@ -162,4 +162,3 @@ cdef extern from "nezha/nezha_engine.h" nogil:
                 uint16_t flags, uint64_t heard, uint64_t live_rails, int32_t nrails,
                 int64_t deadline_ns, int64_t *colls, uint64_t *masks, uint16_t *oflags,
                 uint64_t *iheard)
-    int nz_vote_called(const nz_engine_t *e)
