@@ -3,7 +3,8 @@
 
 One process per rank holds one communicator per system; each repetition times every system
 at every size in turn (so that machine noise hits all of them alike), and the table gives
-the median over repetitions and the ratio to the best single rail. Run inside the lab:
+the median over repetitions and the ratios to the best single rail and to Open MPI
+(mpi4py's Allreduce over the same COMM_WORLD, timed alike). Run inside the lab:
 
     nezha lab run -- python bench/small_messages.py [--sizes 4,1024,8192] [--reps 7] [--calls 2000]
 """
@@ -15,6 +16,17 @@ import numpy as np
 from mpi4py import MPI
 
 import nezha
+
+
+class _Mpi:
+    def __init__(self, world):
+        self.world = world
+
+    def allreduce(self, buf):
+        self.world.Allreduce(MPI.IN_PLACE, buf)
+
+    def close(self):
+        pass
 
 
 def main():
@@ -29,6 +41,9 @@ def main():
     systems = [(r, r, {}) for r in rails]
     systems += [("all", a.rails, {}), ("all-nofo", a.rails, {"FAILOVER": "n"})]
     comms = [(name, nezha.Communicator(rails=r, config=cfg)) for name, r, cfg in systems]
+    # Open MPI itself (mpi4py, in place, as the comparison suite's "mpi" systems call it)
+    systems.append(("mpi", None, {}))
+    comms.append(("mpi", _Mpi(world)))
     sizes = [int(s) for s in a.sizes.split(",")]
     res = {}
     for _ in range(a.reps):
@@ -45,12 +60,13 @@ def main():
     if world.rank == 0:
         print(f"# nezha small-message allreduce, {world.size} ranks, median of {a.reps} x "
               f"{a.calls} calls, µs; ratio = all / best single rail")
-        print(f"# {'size':>6} " + " ".join(f"{n:>10}" for n, _, _ in systems) + "   ratio")
+        print(f"# {'size':>6} " + " ".join(f"{n:>10}" for n, _, _ in systems) +
+              "   all/best-rail   all/mpi")
         for nbytes in sizes:
             med = {n: statistics.median(res[(n, nbytes)]) * 1e6 for n, _, _ in systems}
             best = min(med[r] for r in rails)
             print(f"  {nbytes:>6} " + " ".join(f"{med[n]:>10.1f}" for n, _, _ in systems) +
-                  f"   {med['all'] / best:.2f}", flush=True)
+                  f"   {med['all'] / best:15.2f}   {med['all'] / med['mpi']:7.2f}", flush=True)
     for _, comm in comms:
         comm.close()
 

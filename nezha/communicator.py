@@ -103,6 +103,9 @@ class Communicator(Executor, Failover, Diagnose):
         self._last_plan = None
         self._waiters = 0
         self._cache = {}  # (call, buffers, model version) -> (schedule, plan)
+        # repeated blocking allreduce on the same buffers (fastpath.pxi)
+        self._fast = _eng.FastPath(self.__dict__, self._engine, self.planner.model, self._lock,
+                                   self.timeout, self._failover)
         self._start_guard()
 
     # ---- properties ------------------------------------------------------------------
@@ -126,6 +129,7 @@ class Communicator(Executor, Failover, Diagnose):
                 "model": self.planner.model.summary(),
                 "alive": {self._mesh.chan_name(c): a for c, a in enumerate(self.planner.alive)},
                 "failover": self._failover, "events": list(self._events),
+                "fast_path_calls": self._fast.hits,
                 "last_channels": [{"channel": self._mesh.chan_name(c), "ns": t, "bytes": b}
                                   for c, (t, b) in enumerate(times)]}
 
@@ -140,6 +144,9 @@ class Communicator(Executor, Failover, Diagnose):
 
     def allreduce(self, sendbuf, recvbuf=None, op=ReduceOp.SUM):
         """Reduce sendbuf over all ranks into recvbuf (into sendbuf when recvbuf is None)."""
+        done = self._fast.allreduce(self, sendbuf, recvbuf, op)
+        if done is not None:
+            return done
         return self._allreduce(sendbuf, recvbuf, op)._block()
 
     def iallreduce(self, sendbuf, recvbuf=None, op=ReduceOp.SUM):
@@ -154,9 +161,10 @@ class Communicator(Executor, Failover, Diagnose):
         op = self._op(op, dt)
         es, count = dt.itemsize, a.size
 
-        def into(dst):
-            def build(s, algo, chan, off, cnt, src):
-                o, p = address(dst) + off * es, address(src) + off * es
+        # builds hold addresses, not buffers (the fast path keeps them past this call)
+        def into(dst_addr, scratch=None):
+            def build(s, algo, chan, off, cnt, src, _keep=scratch):
+                o, p = dst_addr + off * es, address(src) + off * es
                 if algo == ALGO_RD:
                     steps = max(1, self.size.bit_length())
                     s.rd_allreduce(chan, o, p, cnt, np.empty(steps * cnt * es + 1, np.uint8))
@@ -166,11 +174,14 @@ class Communicator(Executor, Failover, Diagnose):
                     s.add_avg(o, cnt, float(self.size))
             return build
 
-        # retarget: a rank that already returned can re-run it into scratch (failover.py)
+        def retarget():  # a rank that already returned re-runs it into scratch (failover.py)
+            scratch = np.empty(count * es + 1, np.uint8)
+            return into(address(scratch), scratch)
+
         return self._submit("allreduce", _eng.COLL_ALLREDUCE, dt, op, count, -1,
-                            lambda: self.planner.allreduce(count, es), into(out), result,
-                            [a, out], ckey=(address(a), address(out)), src=a,
-                            inplace=out is a, retarget=lambda: into(np.empty_like(out)))
+                            lambda: self.planner.allreduce(count, es), into(address(out)),
+                            result, [a, out], ckey=(address(a), address(out)), src=a,
+                            inplace=address(out) == address(a), retarget=retarget)
 
     def reduce(self, sendbuf, recvbuf=None, op=ReduceOp.SUM, root=0):
         """Reduce sendbuf over all ranks into recvbuf on root (in place when None there)."""
@@ -202,7 +213,7 @@ class Communicator(Executor, Failover, Diagnose):
         return self._submit("reduce", _eng.COLL_REDUCE, dt, op, count, root,
                             lambda: self.planner.blocks("reduce", count, es), build, result,
                             [a, out], ckey=(address(a), address(out) if at_root else 0),
-                            src=a, inplace=out is a)
+                            src=a, inplace=at_root and address(out) == address(a))
 
     def broadcast(self, buf, root=0):
         """Copy buf from root to every rank."""

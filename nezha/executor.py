@@ -5,6 +5,7 @@ Whoever finds the queue idle runs it: a blocking call in its own thread (no hand
 non-blocking one through the progress thread.
 """
 import threading
+import types
 
 import numpy as np
 
@@ -122,25 +123,58 @@ class Executor:
         rc = self._run(req, s, voting, plan, lazy)
         if rc == _eng.ERR_VOTE and not voting:  # a send/recv, stopped for a rank behind
             s = self._p2p_voted(req, s, plan, rc, planfn, src)
+        final = self._conclude(req, s, plan, ranges, lazy, voting, snap, rc)
+        self._feed_model(plan, count)
+        if (coll == _eng.COLL_ALLREDUCE and key is not None and final is plan
+                and (lazy or not voting) and not self._feeds(plan, count)
+                and dt != DType.BFLOAT16 and not log.enabled("INFO", "COLL")):
+            # next time on these buffers: the fast path (fastpath.pxi). What it keeps of
+            # this call must not hold the buffers (the user may drop them): no src.
+            a, out = req.keep
+            tmpl = types.SimpleNamespace(name=req.name, spec=req.spec[:8] + (None, inplace),
+                                         retarget=req.retarget)
+            self._fast.put(a, out, ReduceOp(op), s, plan, ranges, lazy, voting, tmpl)
+
+    def _conclude(self, req, s, plan, ranges, lazy, voting, snap, rc):
+        """After the run of a collective: agree on the outcome (unless it was lazy and
+        went well), count it, keep what a rank behind may need. Returns the final plan."""
         final = plan
         if voting and not (lazy and rc == _eng.ERR_OK):
             final = self._agree(req, s, plan, ranges, snap, rc, lazy)
         else:
             self._engine.finish(s)
         self._last_plan = plan
-        if coll != _eng.COLL_SENDRECV:
+        if req.spec[0] != _eng.COLL_SENDRECV:
             self._ncoll += 1
             if lazy:
-                self._pending = (self._ncoll - 1, req, final, snap)
+                self._pending = (self._ncoll - 1, req.seq, req, final, snap)
             elif voting:
                 self._pending = None  # everyone voted in this one: all are past the last
-        self._feed_model(plan, count)
+        return final
 
-    def _feed_model(self, plan, count):
+    def _fast_rest(self, tmpl, seq, s, plan, ranges, lazy, voting, snap, rc, result):
+        """A fast-path run (fastpath.pxi) stopped short of done (a control frame, a failure,
+        a vote): go on with it as _execute would, then run what was queued meanwhile."""
+        req = Request(self, tmpl.name, seq, result)
+        req.spec, req.retarget, req.schedule, req.plan = tmpl.spec, tmpl.retarget, s, plan
+        try:
+            rc = self._progress(req, s, rc, voting)
+            self._conclude(req, s, plan, ranges, lazy, voting, snap, rc)
+        except BaseException as exc:
+            self._fail(exc)
+            raise
+        finally:
+            self._drain()  # gives the queue back (also once broken)
+        return result
+
+    def _feeds(self, plan, count):
         # Only what can teach the model something: striped payloads, or large ones (one
         # channel's rate). One rail never records, so it costs nothing extra.
-        if plan.key is None or self.nchan == 1 or not (
-                len(plan.slices) > 1 or count * plan.esize >= GLOBAL_MIN_BYTES):
+        return plan.key is not None and self.nchan > 1 and (
+            len(plan.slices) > 1 or count * plan.esize >= GLOBAL_MIN_BYTES)
+
+    def _feed_model(self, plan, count):
+        if not self._feeds(plan, count):
             return
         times = self._engine.channel_times_ns()
         nbytes = [0] * self.nchan

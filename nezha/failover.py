@@ -214,8 +214,10 @@ class Failover:
         if self._pending is None or self._pending[0] != k:
             raise NezhaError(f"nezha: rank {self.rank}: internal error: ranks need collective "
                              f"{k} re-run but this rank kept no input for it")
-        _, preq, pplan, psnap = self._pending
-        self._repair(preq, pplan, mask, preq.retarget(), psnap, req)
+        _, seq, tmpl, pplan, psnap = self._pending  # tmpl: the call's Request, or the
+        # one the fast path's entry was made from (same buffers, only seq differs)
+        preq = types.SimpleNamespace(name=tmpl.name, seq=seq, spec=tmpl.spec)
+        self._repair(preq, pplan, mask, tmpl.retarget(), psnap, req)
 
     def _repair(self, req, plan, mask, build, src, during=None):
         """Re-run slices (mask) of req over a fresh connection of a live rail, all ranks
@@ -348,6 +350,7 @@ class Failover:
                      f"({w}{'' if p is None else f' with rank {p}'}); rerouting to "
                      f"{[self._mesh.chan_name(x) for x, a in enumerate(self.planner.alive) if a]}")
         self._cache.clear()
+        self._fast.clear()
         self.planner.model.set_channels(self.planner.alive)
         if not any(self.planner.alive):
             raise RailSystemError(
@@ -376,6 +379,7 @@ class Failover:
             log.warn("HEALTH", f"rail {name} answers again: re-admitted (cold) after "
                      f"{req.name} #{req.seq}")
         self._cache.clear()
+        self._fast.clear()
         self.planner.model.set_channels(self.planner.alive)
 
     def _vote_error(self, rc, req):

@@ -3,7 +3,9 @@
 tests/test_coll_mpi.py launches it with 1, 2, 3, 4, 5 and 8 ranks (`make test-4` runs it
 by hand). Run alone (no mpirun) it runs on one rank.
 """
+import gc
 import os
+import weakref
 
 import numpy as np
 import pytest
@@ -86,6 +88,55 @@ def test_allreduce(comm, case, inplace):
     # every rank must hold the very same bits
     digest = np.frombuffer(got.tobytes(), np.uint8).astype(np.uint64).sum() if n else 0
     assert len(set(comm._boot.allgather(int(digest)))) == 1
+
+
+def test_repeated_calls_on_the_same_buffers(world):
+    """Calls on buffers used before take the fast path (fastpath.pxi). Between calls on the
+    same addresses change what changes the result: contents, op, and views of another
+    dtype or size, in place or not; a stale schedule or input copy would show."""
+    store, outs = np.zeros(8 * 1009, np.uint8), np.zeros(8 * 1009, np.uint8)
+    hits = world.stats()["fast_path_calls"]
+    calls = 0
+    for rnd in range(3):
+        for dt in (DType.INT32, DType.FLOAT64, DType.UINT8, DType.FLOAT32):
+            npdt = oracle.numpy_dtype(dt)
+            for n in (1, 97, 1009):
+                for op in oracle.ops_for(dt)[:3]:
+                    for inplace in (False, True):
+                        for rep in range(2):
+                            seed = rnd * 2 + rep
+                            inputs = [oracle.values(dt, n, r, op, seed) for r in range(world.size)]
+                            send = store[: n * npdt.itemsize].view(npdt)
+                            send[:] = inputs[world.rank]
+                            if inplace:
+                                assert world.allreduce(send, op=op) is send
+                                got = send
+                            else:
+                                recv = outs[: n * npdt.itemsize].view(npdt)
+                                recv[:] = 0x55
+                                assert world.allreduce(send, recv, op=op) is recv
+                                got = recv
+                                np.testing.assert_array_equal(send, inputs[world.rank])
+                            oracle.assert_result(got, oracle.reduce(dt, op, inputs), dt, op)
+                            calls += 1
+    # every second call repeats the one before (entries are per pair of addresses)
+    assert world.stats()["fast_path_calls"] - hits >= calls // 2
+
+
+def test_buffers_are_not_kept_alive(world):
+    """The plan cache and the fast path keep addresses, not buffers: a job that reduces
+    fresh arrays every step must not pile them up."""
+    refs = []
+    for n in (5, 70001):
+        a, b = np.ones(n, np.float32), np.zeros(n, np.float32)
+        for _ in range(3):  # the second and third calls take the fast path
+            world.allreduce(a, b)
+            assert (b == world.size).all()
+        refs += [weakref.ref(a), weakref.ref(b)]
+        del a, b
+    world.barrier()  # the last lazy collective's input copy is the library's own
+    gc.collect()
+    assert [r() for r in refs] == [None] * len(refs)
 
 
 @pytest.mark.parametrize("dt", oracle.ALL_DTYPES, ids=lambda d: d.name.lower())

@@ -15,6 +15,8 @@ from libc.string cimport memcpy, memset
 from nezha._core.libnezha cimport *
 from nezha._core.reduce cimport nezha_avg_finish
 
+import numpy as np
+
 COLL_ALLREDUCE = 1
 COLL_BROADCAST = 2
 COLL_REDUCE = 3
@@ -786,3 +788,6 @@ cdef class Engine:
     def endpoint_bytes(self):
         """Per endpoint: (bytes sent, bytes received) since the engine was made."""
         return [(self.e.eps[i].bytes_sent, self.e.eps[i].bytes_recv) for i in range(self.e.nep)]
+
+
+include "fastpath.pxi"

@@ -1,0 +1,166 @@
+# Included by engine.pyx (mpi4py style): the fast path of a blocking allreduce.
+#
+# A training loop calls allreduce on the same buffers again and again. The first call goes
+# the whole way (checks, Request, queue, planner, schedule) and leaves a FastEntry keyed by
+# the buffers' addresses; a later call on the same addresses, sizes, dtype and op, with the
+# queue idle and the cost model unchanged, runs here: one dict lookup, then reset + input
+# copy + start + progress + AVG in one nogil block. Python per call: ~1 µs instead of ~5.
+# Anything else (a miss, a busy queue, a run that needs a vote or fails) goes the slow way,
+# so the fast path only ever skips work whose result it already has.
+
+cimport numpy as cnp
+
+cnp.import_array()
+
+
+cdef class FastEntry:
+    """What a repeated allreduce on the same buffers needs: its schedule and plan, and
+    two alternating copies of its input (a lazy collective keeps its input until the next
+    collective: the previous call's copy may still be needed while this one runs)."""
+    cdef Schedule s
+    cdef object plan, ranges, tmpl, op, snaps
+    cdef int32_t chan
+    cdef int typenum, flip
+    cdef int64_t nbytes, mversion
+    cdef bint lazy, voting
+    cdef char *snapp[2]
+
+
+cdef class FastPath:
+    """Per communicator: the entries, and the state it shares with the Python executor
+    (read and written through the communicator's __dict__: plain attributes)."""
+    cdef Engine eng
+    cdef dict d, entries
+    cdef object model, lock
+    cdef int64_t timeout_ns
+    cdef bint failover
+    cdef public int64_t hits  # calls that ran here (comm.stats())
+
+    def __init__(self, dict comm_dict, Engine eng, object model, object lock, double timeout,
+                 bint failover):
+        self.d, self.eng, self.model, self.lock = comm_dict, eng, model, lock
+        self.timeout_ns = <int64_t>(min(timeout, 1e9) * 1e9)
+        self.failover = failover
+        self.entries = {}
+
+    def clear(self):
+        """Forget every entry (the planner's channels changed)."""
+        self.entries.clear()
+
+    def put(self, cnp.ndarray a, cnp.ndarray out, object op, Schedule s, object plan,
+            object ranges, bint lazy, bint voting, object tmpl):
+        """Remember a finished slow-path allreduce of a into out (tmpl: its Request, which
+        a re-run after a failure copies name, spec and retarget from)."""
+        cdef FastEntry f = FastEntry()
+        f.s, f.plan, f.ranges, f.tmpl, f.op = s, plan, ranges, tmpl, op
+        f.typenum, f.nbytes = cnp.PyArray_TYPE(a), cnp.PyArray_NBYTES(a)
+        f.mversion = self.model.version
+        f.lazy, f.voting = lazy, voting
+        f.chan = plan.slices[0][0] if len(plan.slices) == 1 else -1
+        if voting and lazy:
+            f.snaps = (np.empty(f.nbytes, np.uint8), np.empty(f.nbytes, np.uint8))
+            f.snapp[0] = <char *>cnp.PyArray_DATA(f.snaps[0])
+            f.snapp[1] = <char *>cnp.PyArray_DATA(f.snaps[1])
+        if len(self.entries) >= 64:
+            self.entries.clear()
+        self.entries[(<uintptr_t>cnp.PyArray_DATA(a), <uintptr_t>cnp.PyArray_DATA(out))] = f
+
+    cdef FastEntry _lookup(self, object sendbuf, object recvbuf, object op):
+        cdef cnp.ndarray a, out
+        if type(sendbuf) is not cnp.ndarray:
+            return None
+        a = <cnp.ndarray>sendbuf
+        out = a
+        if recvbuf is not None:
+            if type(recvbuf) is not cnp.ndarray:
+                return None
+            out = <cnp.ndarray>recvbuf
+        if not (cnp.PyArray_IS_C_CONTIGUOUS(a) and cnp.PyArray_IS_C_CONTIGUOUS(out)
+                and cnp.PyArray_ISWRITEABLE(out) and cnp.PyArray_ISNOTSWAPPED(a)):
+            return None
+        f = self.entries.get((<uintptr_t>cnp.PyArray_DATA(a), <uintptr_t>cnp.PyArray_DATA(out)))
+        if f is None:
+            return None
+        cdef FastEntry e = <FastEntry>f
+        if (e.nbytes != cnp.PyArray_NBYTES(a) or e.nbytes != cnp.PyArray_NBYTES(out)
+                or e.typenum != cnp.PyArray_TYPE(a) or e.typenum != cnp.PyArray_TYPE(out)
+                or not (op is e.op or (type(op) is int and op == e.op))
+                or e.mversion != self.model.version):
+            return None
+        return e
+
+    def allreduce(self, object comm, object sendbuf, object recvbuf, object op):
+        """The result buffer if the call ran here, None if it must take the slow path."""
+        cdef dict d = self.d
+        cdef FastEntry e = self._lookup(sendbuf, recvbuf, op)
+        if e is None or d["_closed"] or d["_broken"] is not None:
+            return None
+        if not self.lock.acquire(False):
+            return None
+        try:
+            if d["_busy"] or d["_queue"]:
+                return None
+            d["_busy"] = True
+        finally:
+            self.lock.release()
+        cdef int64_t seq = d["_seq"]
+        d["_seq"] = seq + 1
+        self.hits += 1
+        cdef int64_t ncoll = d["_ncoll"]
+        cdef Schedule s = e.s
+        cdef nz_engine_t *en = &self.eng.e
+        cdef int rc, i, flip = e.flip
+        cdef char *snap = NULL
+        cdef const char *src = <const char *>cnp.PyArray_DATA(<cnp.ndarray>sendbuf)
+        cdef uint64_t nbytes = e.nbytes
+        s.hdr.seq = <uint32_t>(seq & 0xFFFFFFFF)  # Schedule.reset, without a Python call
+        for i in range(s.nops):
+            s.ops[i].done = 0
+        # arm the engine as Executor._arm does
+        en.failover = e.voting and self.eng.has_health and en.silent_ns > 0
+        en.vote_seq = (d["_votes"] & 0xFFFFFFFF) if (self.failover and self.eng.has_health) else -1
+        en.vote_coll = ncoll
+        en.lazy = e.lazy
+        en.nslices = 0
+        if e.voting and e.chan >= 0:
+            en.nslices = 1
+            en.slice_chan[0] = e.chan
+        if e.voting and e.lazy:
+            snap = e.snapp[flip]
+            e.flip = flip ^ 1
+        with nogil:
+            if snap != NULL:
+                memcpy(snap, src, nbytes)
+            for i in range(s.npre):
+                memcpy(s.pre_dst[i], s.pre_src[i], s.pre_n[i])
+            rc = nz_start(en, s.ops, s.nops, s.dtype, s.op)
+            if rc == NZ_OK:
+                rc = nz_progress(en, s.ops, s.nops, nz_now_ns() + self.timeout_ns)
+            if rc == NZ_OK:
+                for i in range(s.navg):
+                    nezha_avg_finish(s.avg_ptr[i], s.avg_count[i], s.dtype, s.avg_div)
+        result = recvbuf if recvbuf is not None else sendbuf
+        snapobj = e.snaps[flip] if snap != NULL else None
+        if rc != NZ_OK:  # a control frame, a failure, a vote: the executor takes it from here
+            return comm._fast_rest(e.tmpl, seq, s, e.plan, e.ranges, e.lazy, e.voting,
+                                   snapobj, rc, result)
+        d["_last_plan"] = e.plan
+        d["_ncoll"] = ncoll + 1
+        if e.lazy:
+            d["_pending"] = (ncoll, seq, e.tmpl, e.plan, snapobj)
+        elif e.voting:
+            d["_pending"] = None
+        self.lock.acquire()
+        try:
+            if d["_queue"] or d["_broken"] is not None:
+                more = True  # queued meanwhile by another thread: run it as _drain does
+            else:
+                more = False
+                d["_busy"] = False
+                if d["_waiters"]:
+                    d["_cv"].notify_all()
+        finally:
+            self.lock.release()
+        if more:
+            comm._drain()
+        return result
