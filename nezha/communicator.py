@@ -13,7 +13,7 @@ from nezha.config import Config
 from nezha.errors import InvalidUsageError, NezhaError
 from nezha.diagnose import Diagnose
 from nezha.executor import Executor
-from nezha.failover import Failover
+from nezha.failover import LAZY_MAX_BYTES, Failover
 from nezha.mesh import Mesh
 from nezha.planner import ALGO_DIRECT, ALGO_NAMES, ALGO_RD, ALGO_TREE, Plan, Planner
 from nezha.rails.tcp.device import TcpRail
@@ -103,6 +103,7 @@ class Communicator(Executor, Failover, Diagnose):
         self._last_plan = None
         self._waiters = 0
         self._cache = {}  # (call, buffers, model version) -> (schedule, plan)
+        self._spares = {}  # name -> library-owned buffer (_spare)
         # repeated blocking allreduce on the same buffers (fastpath.pxi)
         self._fast = _eng.FastPath(self.__dict__, self._engine, self.planner.model, self._lock,
                                    self.timeout, self._failover)
@@ -129,13 +130,16 @@ class Communicator(Executor, Failover, Diagnose):
                 "model": self.planner.model.summary(),
                 "alive": {self._mesh.chan_name(c): a for c, a in enumerate(self.planner.alive)},
                 "failover": self._failover, "events": list(self._events),
-                "fast_path_calls": self._fast.hits,
+                "fast_path_calls": self._fast.hits, "votes": self._votes,
                 "last_channels": [{"channel": self._mesh.chan_name(c), "ns": t, "bytes": b}
                                   for c, (t, b) in enumerate(times)]}
 
     def algorithm_for(self, nbytes, coll="allreduce"):
         """Name of the algorithm the planner picks for nbytes of a collective."""
-        return ALGO_NAMES[self.planner.algorithm(coll, nbytes)]
+        algo = self.planner.algorithm(coll, nbytes)
+        if algo == ALGO_TREE and self._failover and nbytes <= LAZY_MAX_BYTES:
+            algo = ALGO_RD  # _broadcast: small ones run as allreduces with failover
+        return ALGO_NAMES[algo]
 
     # ---- collectives -----------------------------------------------------------------
     # Each _name() checks its arguments (raising before anything is sent) and queues a
@@ -202,18 +206,34 @@ class Communicator(Executor, Failover, Diagnose):
             out, result = None, None
         op = self._op(op, dt)
         es, count = dt.itemsize, a.size
+        # small: an allreduce whose result the other ranks drop (as fast as a tree, and
+        # finishing proves every rank entered: with failover it needs no vote)
+        rd = self.planner.algorithm("reduce", count * es) == ALGO_RD
+        dst = out if at_root else self._spare("sink", count * es) if rd else None
 
-        def build(s, algo, chan, off, cnt, src):
-            work = None if at_root else np.empty(cnt * es + 1, np.uint8)
-            o = address(out) + off * es if at_root else 0
-            s.reduce(chan, root, o, address(src) + off * es, cnt, work)
-            if op == ReduceOp.AVG and at_root:
-                s.add_avg(o, cnt, float(self.size))
+        def into(dst_addr, scratch=None):
+            def build(s, algo, chan, off, cnt, src, _keep=scratch):
+                o, p = dst_addr + off * es, address(src) + off * es
+                if algo == ALGO_RD:
+                    steps = max(1, self.size.bit_length())
+                    s.rd_allreduce(chan, o, p, cnt, np.empty(steps * cnt * es + 1, np.uint8))
+                else:
+                    work = None if at_root else np.empty(cnt * es + 1, np.uint8)
+                    s.reduce(chan, root, o if at_root else 0, p, cnt, work)
+                if op == ReduceOp.AVG and at_root:
+                    s.add_avg(o, cnt, float(self.size))
+            return build
+
+        def retarget():  # a rank that already returned re-runs it into scratch (failover.py)
+            scratch = np.empty(count * es + 1, np.uint8)
+            return into(address(scratch), scratch)
 
         return self._submit("reduce", _eng.COLL_REDUCE, dt, op, count, root,
-                            lambda: self.planner.blocks("reduce", count, es), build, result,
-                            [a, out], ckey=(address(a), address(out) if at_root else 0),
-                            src=a, inplace=at_root and address(out) == address(a))
+                            lambda: self.planner.reduce(count, es),
+                            into(0 if dst is None else address(dst)), result, [a, out, dst],
+                            ckey=(address(a), 0 if dst is None else address(dst)), src=a,
+                            inplace=at_root and address(out) == address(a),
+                            retarget=retarget if rd else None)
 
     def broadcast(self, buf, root=0):
         """Copy buf from root to every rank."""
@@ -225,15 +245,46 @@ class Communicator(Executor, Failover, Diagnose):
 
     def _broadcast(self, buf, root=0):
         root = self._root(root)
-        a, dt = as_array(buf, "buf", writable=self.rank != root)
+        at_root = self.rank == root
+        a, dt = as_array(buf, "buf", writable=not at_root)
         es, count = dt.itemsize, a.size
+        # With failover a small broadcast is an allreduce in which the other ranks OR in
+        # zeros: finishing proves every rank entered, so it can be lazy (no vote). Without,
+        # the tree (fewer steps when the number of ranks is not a power of two).
+        rd = (self._failover and count * es <= LAZY_MAX_BYTES
+              and self.planner.algorithm("broadcast", count * es) == ALGO_TREE)
+        src = self._spare("zeros", count * es) if rd and not at_root else a
 
-        def build(s, algo, chan, off, cnt, src):
-            s.broadcast(chan, root, address(a) + off * es, cnt, algo == ALGO_TREE)
+        def into(dst_addr, scratch=None):
+            def build(s, algo, chan, off, cnt, src, _keep=scratch):
+                o = dst_addr + off * es
+                if algo == ALGO_RD:
+                    s.reduce_as(int(DType.UINT8), int(ReduceOp.BOR))
+                    steps = max(1, self.size.bit_length())
+                    s.rd_allreduce(chan, o, address(src) + off * es, cnt,
+                                   np.empty(steps * cnt * es + 1, np.uint8))
+                else:
+                    s.broadcast(chan, root, o, cnt, algo == ALGO_TREE)
+            return build
+
+        def retarget():
+            scratch = np.empty(count * es + 1, np.uint8)
+            return into(address(scratch), scratch)
 
         return self._submit("broadcast", _eng.COLL_BROADCAST, dt, 0, count, root,
-                            lambda: self.planner.broadcast(count, es), build, buf, [a],
-                            ckey=(address(a),))
+                            lambda: self.planner.broadcast(count, es,
+                                                           ALGO_RD if rd else ALGO_TREE),
+                            into(address(a)), buf, [a, src], ckey=(address(a), address(src)),
+                            src=src if rd else None, inplace=rd and at_root,
+                            retarget=retarget if rd else None)
+
+    def _spare(self, name, nbytes):
+        """A library-owned buffer of nbytes (zero-filled when made), reused across calls.
+        Cached schedules point into it: it only grows, and plan cache keys hold its address."""
+        buf = self._spares.get(name)
+        if buf is None or buf.nbytes < nbytes:
+            buf = self._spares[name] = np.zeros(max(nbytes, 4096), np.uint8)
+        return buf[:nbytes]
 
     def allgather(self, sendbuf, recvbuf):
         """Gather every rank's sendbuf into recvbuf (rank i's at block i) on all ranks."""

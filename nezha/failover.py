@@ -17,7 +17,7 @@ the same table, so every rank decides the same:
   dead channels at the next vote everyone holds in the same collective.
 
 Striped collectives end with a vote (it costs a control round, nothing next to their
-payload). A small allreduce placed whole on one channel is *lazy*: it returns as soon as it
+payload). A small collective placed whole on one channel is *lazy*: it returns as soon as it
 is done here, keeping a copy of its input until the next collective shows that every rank
 finished it; a vote happens only when a rank sees a failure (the engine of every other
 rank stops to join it: nz_vote_called). Closing the communicator settles the last one.
@@ -113,8 +113,9 @@ class Failover:
 
     def _lazy_ok(self, req, plan, src):
         """Lazy collectives: those where a rank's finishing proves that every rank entered
-        (they have a retarget: allreduce, allgather, reduce_scatter, alltoall, barrier; not
-        broadcast or reduce, whose root may run ahead), whole on one channel, small.
+        (they have a retarget: allreduce, allgather, reduce_scatter, alltoall, barrier, and
+        broadcast and reduce while small, which then run as allreduces; a tree's root could
+        run ahead), whole on one channel, small.
         Decided from what every rank knows alike (the plan, the planner's channels); while
         a rail is down every collective votes, which is also what re-admits it."""
         return (req.retarget is not None and len(plan.slices) == 1 and all(self.planner.alive)

@@ -118,6 +118,8 @@ class Planner:
             return forced or (ALGO_RD if nbytes < self.small else ALGO_RING)
         if coll == "broadcast":
             return ALGO_TREE if nbytes < self.small else ALGO_CHAIN
+        if coll == "reduce":  # small: the allreduce's latency algorithm, kept at the root
+            return ALGO_RING if self.algo == "ring" or nbytes >= self.small else ALGO_RD
         return ALGO_DIRECT if coll == "alltoall" else ALGO_RING
 
     def allreduce(self, count, esize):
@@ -130,13 +132,21 @@ class Planner:
         slices, key = self.split("allreduce", count, esize)
         return Plan(slices, algo, key, esize)
 
-    def broadcast(self, count, esize):
-        """Plan for a broadcast: a tree for small payloads, a pipelined chain for large."""
+    def broadcast(self, count, esize, small_algo=ALGO_TREE):
+        """Plan for a broadcast: a tree for small payloads (or small_algo: ALGO_RD, an
+        allreduce in which the other ranks add nothing), a pipelined chain for large."""
         if self.algorithm("broadcast", count * esize) == ALGO_TREE:
             key = bucket_of("broadcast-tree", count * esize)
-            return Plan([(self.best_channel(key), 0, count)], ALGO_TREE, key, esize)
+            return Plan([(self.best_channel(key), 0, count)], small_algo, key, esize)
         slices, key = self.split("broadcast", count, esize)
         return Plan(slices, ALGO_CHAIN, key, esize)
+
+    def reduce(self, count, esize):
+        """Plan for a reduce: small payloads whole (recursive doubling), large ones split."""
+        if self.algorithm("reduce", count * esize) == ALGO_RD:
+            key = bucket_of("reduce-rd", count * esize)
+            return Plan([(self.best_channel(key), 0, count)], ALGO_RD, key, esize)
+        return self.blocks("reduce", count, esize)
 
     def blocks(self, coll, block_count, esize, algo=ALGO_RING):
         """Plan for allgather / reduce_scatter / alltoall / reduce: how each block is cut."""

@@ -123,6 +123,30 @@ def test_repeated_calls_on_the_same_buffers(world):
     assert world.stats()["fast_path_calls"] - hits >= calls // 2
 
 
+def test_small_collectives_need_no_vote(world):
+    """With failover (two rails) small collectives of every kind return without a vote
+    (lazy); one above the lazy limit ends with one. Without failover nothing votes."""
+    n, r = world.size, world.rank
+    before = world.stats()["votes"]
+    for root in range(n):
+        a = np.arange(5, dtype=np.int64) + r
+        b = a.copy() if r == root else np.zeros(5, np.int64)
+        world.broadcast(b, root=root)
+        assert (b == np.arange(5) + root).all()
+        out = np.zeros(5, np.int64)
+        world.reduce(a, out, root=root)
+        if r == root:
+            assert (out == np.arange(5) * n + n * (n - 1) // 2).all()
+        world.allreduce(a)
+        g = np.zeros(5 * n, np.int64)
+        world.allgather(np.full(5, r, np.int64), g)
+        assert (g == np.repeat(np.arange(n), 5)).all()
+        world.barrier()
+    assert world.stats()["votes"] == before
+    world.allreduce(np.ones(1 << 17, np.float32))  # 512 KiB: above the lazy limit
+    assert (world.stats()["votes"] > before) == world._failover
+
+
 def test_buffers_are_not_kept_alive(world):
     """The plan cache and the fast path keep addresses, not buffers: a job that reduces
     fresh arrays every step must not pile them up."""

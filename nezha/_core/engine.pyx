@@ -216,6 +216,11 @@ cdef class Schedule:
         self.npre += 1
         return 0
 
+    def reduce_as(self, int dtype, int op):
+        """Reduce with this dtype and op; the header keeps the call's (a small broadcast
+        with failover runs as an allreduce that ORs bytes, the other ranks adding zeros)."""
+        self.dtype, self.op = dtype, op
+
     def add_avg(self, uintptr_t ptr, uint64_t count, double divisor):
         """Divide count elements at ptr by divisor once the run has succeeded (AVG)."""
         if self.navg >= 64:

@@ -15,15 +15,16 @@ SMALL = [(1, np.int64), (7, np.float32), (1000, np.int32), (4099, np.float64), (
 
 def small(comm, i):
     """Small collectives (lazy: they return without a vote): allreduce in place or not with
-    several ops, allgather, reduce_scatter, alltoall, barrier; returns how many came out
-    wrong. Inputs are overwritten after each call: the caller owns them again, so a re-run
-    must use what was kept."""
+    several ops (also on the same buffers again: the fast path), allgather, reduce_scatter,
+    alltoall, barrier, broadcast, reduce; returns how many came out wrong. Inputs are
+    overwritten after each call: the caller owns them again, so a re-run must use what was
+    kept."""
     r, n = comm.rank, comm.size
     count, dt = SMALL[i % len(SMALL)]
     base = (np.arange(count) * 7 + i) % 11
     a = (base + r).astype(dt)
     want = sum((base + k).astype(dt) for k in range(n))
-    v = i % 8
+    v = i % 10
     if v == 0:
         comm.allreduce(a)
         return int(not np.array_equal(a, want))
@@ -56,6 +57,15 @@ def small(comm, i):
     if v == 6:
         comm.barrier()
         return 0
+    if v == 8:  # small broadcast and reduce: allreduces underneath, lazy too
+        b = a.copy() if r == i % n else np.full(count, -1, dt)
+        comm.broadcast(b, root=i % n)
+        a[:] = -5
+        return int(not np.array_equal(b, (base + i % n).astype(dt)))
+    if v == 9:
+        comm.reduce(a, out, root=i % n)
+        a[:] = -5
+        return int(r == i % n and not np.array_equal(out, want))
     # the same buffers every time (the fast path, fastpath.pxi), refilled per call
     x, y = _KEPT.setdefault((count, np.dtype(dt).str), (np.empty(count, dt), np.empty(count, dt)))
     x[:] = a
