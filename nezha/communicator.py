@@ -89,7 +89,8 @@ class Communicator(Executor, Failover, Diagnose):
         self._cut = set()       # channels closed by a vote taken across two collectives
         self._stage_bytes = int(seg if seg != math.inf else 1 << 20)
         self._events = []
-        self.planner = Planner(self.nchan, cfg, [mesh.chan_name(c) for c in range(self.nchan)])
+        self.planner = Planner(self.nchan, cfg, [mesh.chan_name(c) for c in range(self.nchan)],
+                               self.size)
         if self._failover:
             self.planner.piece_bytes = max(int(cfg["MIN_RAIL_PIECE"]), 1 << 20)
         self._seq = 0
@@ -135,8 +136,9 @@ class Communicator(Executor, Failover, Diagnose):
                                   for c, (t, b) in enumerate(times)]}
 
     def algorithm_for(self, nbytes, coll="allreduce"):
-        """Name of the algorithm the planner picks for nbytes of a collective."""
-        algo = self.planner.algorithm(coll, nbytes)
+        """Name of the algorithm the planner picks for nbytes of a collective (as OSU counts
+        them: per rank for allgather, the whole sendbuf for reduce_scatter)."""
+        algo = self.planner.algorithm(coll, nbytes * (self.size if coll == "allgather" else 1))
         if algo == ALGO_TREE and self._failover and nbytes <= LAZY_MAX_BYTES:
             algo = ALGO_RD  # _broadcast: small ones run as allreduces with failover
         return ALGO_NAMES[algo]
@@ -301,13 +303,17 @@ class Communicator(Executor, Failover, Diagnose):
         self._no_overlap(a, out, allow_same=False)
         es, c = dt.itemsize, a.size
 
+        algo = self.planner.algorithm("allgather", out.nbytes)
+
         def into(dst):
             def build(s, algo, chan, off, cnt, src):
-                s.allgather(chan, address(dst), address(src), c, off, cnt)
+                gather = s.rd_allgather if algo == ALGO_RD else s.allgather
+                gather(chan, address(dst), address(src), c, off, cnt)
             return build
 
         return self._submit("allgather", _eng.COLL_ALLGATHER, dt, 0, c, -1,
-                            lambda: self.planner.blocks("allgather", c, es), into(out), recvbuf,
+                            lambda: self.planner.blocks("allgather", c, es, algo), into(out),
+                            recvbuf,
                             [a, out], ckey=(address(a), address(out)), src=a,
                             retarget=lambda: into(np.empty_like(out)))
 
@@ -330,16 +336,19 @@ class Communicator(Executor, Failover, Diagnose):
         op = self._op(op, dt)
         es = dt.itemsize
 
+        algo = self.planner.algorithm("reduce_scatter", a.nbytes)
+
         def into(dst):
             def build(s, algo, chan, off, cnt, src):
-                s.reduce_scatter(chan, address(dst), address(src), c, off, cnt,
-                                 np.empty(self.size * cnt * es + 1, np.uint8))
+                scatter = s.rh_reduce_scatter if algo == ALGO_RD else s.reduce_scatter
+                scatter(chan, address(dst), address(src), c, off, cnt,
+                        np.empty(self.size * cnt * es + 1, np.uint8))
                 if op == ReduceOp.AVG:
                     s.add_avg(address(dst) + off * es, cnt, float(self.size))
             return build
 
         return self._submit("reduce_scatter", _eng.COLL_REDUCE_SCATTER, dt, op, c, -1,
-                            lambda: self.planner.blocks("reduce_scatter", c, es), into(out),
+                            lambda: self.planner.blocks("reduce_scatter", c, es, algo), into(out),
                             recvbuf, [a, out], ckey=(address(a), address(out)), src=a,
                             retarget=lambda: into(np.empty_like(out)))
 

@@ -40,8 +40,9 @@ class Plan:
 class Planner:
     """Splits collectives over channels by their measured rates, small payloads whole."""
 
-    def __init__(self, nchan, cfg, names=None):
+    def __init__(self, nchan, cfg, names=None, ranks=1):
         self.nchan = nchan
+        self.ranks = ranks
         self.alive = [True] * nchan
         self.model = CostModel(nchan, names or [str(c) for c in range(nchan)],
                                static=cfg["SPLIT"] == "equal")
@@ -120,6 +121,10 @@ class Planner:
             return ALGO_TREE if nbytes < self.small else ALGO_CHAIN
         if coll == "reduce":  # small: the allreduce's latency algorithm, kept at the root
             return ALGO_RING if self.algo == "ring" or nbytes >= self.small else ALGO_RD
+        if coll in ("allgather", "reduce_scatter"):  # nbytes: all blocks together
+            # small and a power of two of ranks: log2(P) steps (recursive doubling/halving)
+            pow2 = self.ranks > 1 and not self.ranks & (self.ranks - 1)
+            return ALGO_RD if pow2 and self.algo != "ring" and nbytes < self.small else ALGO_RING
         return ALGO_DIRECT if coll == "alltoall" else ALGO_RING
 
     def allreduce(self, count, esize):

@@ -161,3 +161,23 @@ def test_sync_is_due_at_the_same_point_for_everyone():
         m.record(key, [512 << 10, 512 << 10], [1000, 1000])
         n += 1
     assert n == costmodel.SYNC_BYTES // (1 << 20)
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 3, 4, 5, 8])
+def test_latency_algorithms_for_small_payloads(ranks):
+    """Below the threshold: recursive doubling for allreduce and reduce; allgather and
+    reduce_scatter only with a power of two of ranks (others keep the ring); ALGO=ring
+    forces the ring everywhere."""
+    small, large = 1000, 32 << 10
+    for algo, forced in (("auto", False), ("ring", True)):
+        p = planner(ALGO=algo)
+        p.ranks = ranks
+        pow2 = ranks > 1 and not ranks & (ranks - 1)
+        assert p.algorithm("allreduce", small) == (ALGO_RING if forced else ALGO_RD)
+        assert p.algorithm("reduce", small) == (ALGO_RING if forced else ALGO_RD)
+        for coll in ("allgather", "reduce_scatter"):
+            want = ALGO_RD if pow2 and not forced else ALGO_RING
+            assert p.algorithm(coll, small) == want, (coll, ranks, algo)
+            assert p.algorithm(coll, large) == ALGO_RING
+        assert p.algorithm("allreduce", large) == ALGO_RING
+        assert p.algorithm("reduce", large) == ALGO_RING

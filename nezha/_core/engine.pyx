@@ -391,6 +391,74 @@ cdef class Schedule:
         finally:
             free(po); free(<void *>pa); free(nb); free(sidx)
 
+    def rh_reduce_scatter(self, int chan, uintptr_t out, uintptr_t a, uint64_t block_count,
+                          uint64_t off, uint64_t cnt, object work):
+        """Recursive halving (size a power of two, small payloads): log2(size) steps instead
+        of size-1. At distance k a rank sends the half of its current range of blocks that
+        holds its partner, and reduces the partner's contribution into its own half; each
+        step's partial sums go to fresh slots of work (>= size*cnt elements), so a reduce
+        streams from the one before it. Block r lands in out."""
+        cdef int n = self.size, r = self.rank, k, b, base, mlo, plo, slot = 0, op
+        cdef uint64_t es = self.esize, nb = cnt * es
+        if n == 1 or n & (n - 1):
+            return self.reduce_scatter(chan, out, a, block_count, off, cnt, work)
+        self.keep.append(work)
+        cdef char *w = <char *><uintptr_t>work.ctypes.data
+        cdef const char **cur = <const char **>malloc(n * sizeof(char *))
+        cdef int32_t *wr = <int32_t *>malloc(n * sizeof(int32_t))
+        cdef char *dst
+        try:
+            for b in range(n):
+                cur[b] = <const char *>a + (b * block_count + off) * es
+                wr[b] = -1
+            k = n // 2
+            while k >= 1:
+                base = r & ~(2 * k - 1)
+                mlo, plo = base + (r & k), base + ((r ^ k) & k)
+                for b in range(plo, plo + k):
+                    self.add(NZ_SEND, chan, r ^ k, <char *>cur[b], NULL, nb, wr[b])
+                for b in range(mlo, mlo + k):
+                    if k == 1:
+                        dst = <char *>out + off * es
+                    else:
+                        dst = w + slot * nb
+                        slot += 1
+                    op = self.add(NZ_RECV_REDUCE, chan, r ^ k, dst, cur[b], nb, wr[b])
+                    cur[b], wr[b] = dst, op
+                k //= 2
+        finally:
+            free(<void *>cur); free(wr)
+
+    def rd_allgather(self, int chan, uintptr_t out, uintptr_t own, uint64_t block_count,
+                     uint64_t off, uint64_t cnt):
+        """Recursive doubling (size a power of two, small payloads): log2(size) steps
+        instead of size-1. At distance k a rank holds an aligned run of k blocks and swaps
+        it with its partner's; a forwarded block streams from the receive that brought it."""
+        cdef int n = self.size, r = self.rank, k, b, mlo, plo
+        cdef uint64_t es = self.esize, nb = cnt * es
+        if n & (n - 1):
+            return self.allgather(chan, out, own, block_count, off, cnt)
+        self.pre_copy(<char *>out + (r * block_count + off) * es,
+                      <const char *>own + off * es, nb)
+        if n == 1:
+            return
+        cdef int32_t *wr = <int32_t *>malloc(n * sizeof(int32_t))
+        try:
+            for b in range(n):
+                wr[b] = -1
+            k = 1
+            while k < n:
+                mlo, plo = r & ~(k - 1), (r ^ k) & ~(k - 1)
+                for b in range(mlo, mlo + k):
+                    self.add(NZ_SEND, chan, r ^ k, <char *>out + (b * block_count + off) * es,
+                             NULL, nb, wr[b])
+                for b in range(plo, plo + k):
+                    wr[b] = self.add(NZ_RECV, chan, r ^ k,
+                                     <char *>out + (b * block_count + off) * es, NULL, nb)
+                k *= 2
+        finally:
+            free(wr)
+
     def allgather(self, int chan, uintptr_t out, uintptr_t own, uint64_t block_count,
                   uint64_t off, uint64_t cnt):
         """Ring allgather of elements [off, off+cnt) of every rank's block into out."""
