@@ -23,6 +23,7 @@ SIZE_WIDTH = 10         # OSU prints "# Size" / the size with %-10
 ITER_WIDTH = 12         # OSU prints Iterations with %12
 LARGE_MESSAGE_SIZE = 8192  # above this OSU switches to the "large" iteration counts
 PROBE_CALLS = 2           # calls timed by --time-budget before choosing a count
+SETTLE_S = 0.3  # extra warm-up before the first size (settle)
 
 # OSU 7.4 osu_util.h defaults per family: (iters small, warm-up small, iters large,
 # warm-up large), min and max message size, default datatype.
@@ -254,6 +255,14 @@ def plan(world, step, barrier, iterations, warmup, budget):
     return iters, warm
 
 
+def settle(world, step, barrier):
+    """Before the first size: SETTLE_S of extra warm-up calls (same count on every rank).
+    The first size is timed right after start-up, while the previous job's processes may
+    still be exiting; without this its latency swung by up to 2x (nezha and Open MPI alike)."""
+    iters, _ = plan(world, step, barrier, 1 << 30, 0, SETTLE_S)
+    time_loop(step, barrier, 0, iters)
+
+
 def time_loop(step, barrier, iterations, warmup, barrier_each=True):
     """OSU loop: warm-up, then time each step; barrier after each call, outside the timer."""
     for _ in range(warmup):
@@ -350,8 +359,10 @@ def run_benchmark(test, collective, args, prepare, cols, measure=None, min_bytes
         print("\n".join(header_lines(test, _extras(be, args, algo), args.dtype, cols)), flush=True)
     bandwidth = cols.metric.startswith("Bandwidth")
     results = []
-    for size in sizes:
+    for i, size in enumerate(sizes):
         case = prepare(be, size, args.dtype, args)
+        if i == 0 and args.time_budget:
+            settle(world, case.step, be.barrier)
         iters, warm = plan(world, case.step, be.barrier, *default_counts(size, args.counts),
                            args.time_budget)
         valid = all_ok(world, case.check()) if cols.validate else None
