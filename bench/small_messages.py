@@ -6,7 +6,11 @@ at every size in turn (so that machine noise hits all of them alike), and the ta
 the median over repetitions and the ratios to the best single rail and to Open MPI
 (mpi4py's Allreduce over the same COMM_WORLD, timed alike). Run inside the lab:
 
-    nezha lab run -- python bench/small_messages.py [--sizes 4,1024,8192] [--reps 7] [--calls 2000]
+    nezha lab run --mca btl_tcp_if_include rail0 -- python bench/small_messages.py \
+        [--sizes 4,1024,8192] [--reps 7] [--calls 2000]
+
+(Open MPI's own traffic goes over the lab's unshaped mgmt network unless told otherwise:
+the --mca puts it on rail 0, as the comparison suite's mpi-rail0.)
 """
 import argparse
 import statistics
@@ -59,7 +63,7 @@ def main():
                 res.setdefault((name, nbytes), []).append((time.perf_counter() - t) / a.calls)
     if world.rank == 0:
         print(f"# nezha small-message allreduce, {world.size} ranks, median of {a.reps} x "
-              f"{a.calls} calls, µs; ratio = all / best single rail")
+              f"{a.calls} calls, µs; mpi = Open MPI (mpi4py Allreduce, in place)")
         print(f"# {'size':>6} " + " ".join(f"{n:>10}" for n, _, _ in systems) +
               "   all/best-rail   all/mpi")
         for nbytes in sizes:
