@@ -32,7 +32,10 @@ def worker(args):
         if comm.rank == 0:
             st = comm.stats()
             plan = comm._last_plan
-            shares = {comm._mesh.chan_name(c): cnt / a.size for c, _, cnt in plan.slices}
+            shares = {}  # a channel's slice may be cut into pieces (failover): add them up
+            for c, _, cnt in plan.slices:
+                name = comm._mesh.chan_name(c)
+                shares[name] = shares.get(name, 0) + cnt / a.size
             print("ROW " + json.dumps(dict(i=i, start=t0, ms=(t1 - t0) * 1e3, shares=shares,
                                            rates=st["model"]["rates_mbps"])), flush=True)
     comm.close()

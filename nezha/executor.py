@@ -231,5 +231,7 @@ class Executor:
         req.spec = (_eng.COLL_ALLREDUCE, int(DType.FLOAT64), int(ReduceOp.SUM), vec.size, -1,
                     lambda: Plan([(self.planner.best_channel(), 0, vec.size)], ALGO_RD),
                     build, None, vec, True)
+        last = self._last_plan
         self._execute(req)
+        self._last_plan = last  # stats() shows the caller's last collective, not this one
         model.apply(keys, vec, self.size)
