@@ -107,7 +107,7 @@ class Communicator(Executor, Failover, Diagnose):
         self._spares = {}  # name -> library-owned buffer (_spare)
         # repeated blocking allreduce on the same buffers (fastpath.pxi)
         self._fast = _eng.FastPath(self.__dict__, self._engine, self.planner.model, self._lock,
-                                   self.timeout, self._failover)
+                                   self._failover)
         self._start_guard()
 
     # ---- properties ------------------------------------------------------------------

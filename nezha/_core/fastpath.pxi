@@ -32,14 +32,11 @@ cdef class FastPath:
     cdef Engine eng
     cdef dict d, entries
     cdef object model, lock
-    cdef int64_t timeout_ns
     cdef bint failover
     cdef public int64_t hits  # calls that ran here (comm.stats())
 
-    def __init__(self, dict comm_dict, Engine eng, object model, object lock, double timeout,
-                 bint failover):
+    def __init__(self, dict comm_dict, Engine eng, object model, object lock, bint failover):
         self.d, self.eng, self.model, self.lock = comm_dict, eng, model, lock
-        self.timeout_ns = <int64_t>(min(timeout, 1e9) * 1e9)
         self.failover = failover
         self.entries = {}
 
@@ -113,6 +110,7 @@ cdef class FastPath:
         cdef char *snap = NULL
         cdef const char *src = <const char *>cnp.PyArray_DATA(<cnp.ndarray>sendbuf)
         cdef uint64_t nbytes = e.nbytes
+        cdef int64_t timeout_ns = <int64_t>(min(<double>d["timeout"], 1e9) * 1e9)
         s.hdr.seq = <uint32_t>(seq & 0xFFFFFFFF)  # Schedule.reset, without a Python call
         for i in range(s.nops):
             s.ops[i].done = 0
@@ -135,7 +133,7 @@ cdef class FastPath:
                 memcpy(s.pre_dst[i], s.pre_src[i], s.pre_n[i])
             rc = nz_start(en, s.ops, s.nops, s.dtype, s.op)
             if rc == NZ_OK:
-                rc = nz_progress(en, s.ops, s.nops, nz_now_ns() + self.timeout_ns)
+                rc = nz_progress(en, s.ops, s.nops, nz_now_ns() + timeout_ns)
             if rc == NZ_OK:
                 for i in range(s.navg):
                     nezha_avg_finish(s.avg_ptr[i], s.avg_count[i], s.dtype, s.avg_div)

@@ -51,6 +51,15 @@ def main(scenario):
                     os.kill(os.getpid(), signal.SIGKILL)
                 comm.allreduce(np.ones(200000, np.float32))
                 t0 = time.monotonic()
+        elif scenario == "hang_fast":
+            a = np.ones(1000, np.float32)
+            for _ in range(3):  # the same buffer again: the fast path (fastpath.pxi)
+                comm.allreduce(a)
+            comm.timeout = 2.0  # lowered after those calls: the fast path must see it too
+            t0 = time.monotonic()
+            if r == 1:
+                time.sleep(8)
+            comm.allreduce(a)
         elif scenario == "hang":
             if r == 1:
                 time.sleep(8)
