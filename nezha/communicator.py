@@ -28,6 +28,13 @@ for _d in _OPS_OK.values():
     _d.update({int(o): o for o in list(_d)})
 
 
+def _into_scratch(into, nbytes):
+    """A rank that already returned from a lazy collective re-runs it into scratch
+    (failover.py): into(address, keep) makes the build, which keeps the scratch alive."""
+    scratch = np.empty(nbytes + 1, np.uint8)
+    return into(address(scratch), scratch)
+
+
 class Communicator(Executor, Failover, Diagnose):
     """A group of ranks that run collectives over every configured rail.
 
@@ -138,10 +145,10 @@ class Communicator(Executor, Failover, Diagnose):
     def algorithm_for(self, nbytes, coll="allreduce"):
         """Name of the algorithm the planner picks for nbytes of a collective (as OSU counts
         them: per rank for allgather, the whole sendbuf for reduce_scatter)."""
-        algo = self.planner.algorithm(coll, nbytes * (self.size if coll == "allgather" else 1))
-        if algo == ALGO_TREE and self._failover and nbytes <= LAZY_MAX_BYTES:
-            algo = ALGO_RD  # _broadcast: small ones run as allreduces with failover
-        return ALGO_NAMES[algo]
+        if coll == "broadcast" and self._broadcast_as_allreduce(nbytes):
+            return ALGO_NAMES[ALGO_RD]
+        return ALGO_NAMES[self.planner.algorithm(
+            coll, nbytes * (self.size if coll == "allgather" else 1))]
 
     # ---- collectives -----------------------------------------------------------------
     # Each _name() checks its arguments (raising before anything is sent) and queues a
@@ -172,22 +179,18 @@ class Communicator(Executor, Failover, Diagnose):
             def build(s, algo, chan, off, cnt, src, _keep=scratch):
                 o, p = dst_addr + off * es, address(src) + off * es
                 if algo == ALGO_RD:
-                    steps = max(1, self.size.bit_length())
-                    s.rd_allreduce(chan, o, p, cnt, np.empty(steps * cnt * es + 1, np.uint8))
+                    s.rd_allreduce(chan, o, p, cnt)
                 else:
                     s.ring_allreduce(chan, o, p, cnt)
                 if op == ReduceOp.AVG:
                     s.add_avg(o, cnt, float(self.size))
             return build
 
-        def retarget():  # a rank that already returned re-runs it into scratch (failover.py)
-            scratch = np.empty(count * es + 1, np.uint8)
-            return into(address(scratch), scratch)
-
         return self._submit("allreduce", _eng.COLL_ALLREDUCE, dt, op, count, -1,
                             lambda: self.planner.allreduce(count, es), into(address(out)),
                             result, [a, out], ckey=(address(a), address(out)), src=a,
-                            inplace=address(out) == address(a), retarget=retarget)
+                            inplace=address(out) == address(a),
+                            retarget=lambda: _into_scratch(into, count * es))
 
     def reduce(self, sendbuf, recvbuf=None, op=ReduceOp.SUM, root=0):
         """Reduce sendbuf over all ranks into recvbuf on root (in place when None there)."""
@@ -217,8 +220,7 @@ class Communicator(Executor, Failover, Diagnose):
             def build(s, algo, chan, off, cnt, src, _keep=scratch):
                 o, p = dst_addr + off * es, address(src) + off * es
                 if algo == ALGO_RD:
-                    steps = max(1, self.size.bit_length())
-                    s.rd_allreduce(chan, o, p, cnt, np.empty(steps * cnt * es + 1, np.uint8))
+                    s.rd_allreduce(chan, o, p, cnt)
                 else:
                     work = None if at_root else np.empty(cnt * es + 1, np.uint8)
                     s.reduce(chan, root, o if at_root else 0, p, cnt, work)
@@ -226,16 +228,12 @@ class Communicator(Executor, Failover, Diagnose):
                     s.add_avg(o, cnt, float(self.size))
             return build
 
-        def retarget():  # a rank that already returned re-runs it into scratch (failover.py)
-            scratch = np.empty(count * es + 1, np.uint8)
-            return into(address(scratch), scratch)
-
         return self._submit("reduce", _eng.COLL_REDUCE, dt, op, count, root,
                             lambda: self.planner.reduce(count, es),
                             into(0 if dst is None else address(dst)), result, [a, out, dst],
                             ckey=(address(a), 0 if dst is None else address(dst)), src=a,
                             inplace=at_root and address(out) == address(a),
-                            retarget=retarget if rd else None)
+                            retarget=(lambda: _into_scratch(into, count * es)) if rd else None)
 
     def broadcast(self, buf, root=0):
         """Copy buf from root to every rank."""
@@ -250,11 +248,7 @@ class Communicator(Executor, Failover, Diagnose):
         at_root = self.rank == root
         a, dt = as_array(buf, "buf", writable=not at_root)
         es, count = dt.itemsize, a.size
-        # With failover a small broadcast is an allreduce in which the other ranks OR in
-        # zeros: finishing proves every rank entered, so it can be lazy (no vote). Without,
-        # the tree (fewer steps when the number of ranks is not a power of two).
-        rd = (self._failover and count * es <= LAZY_MAX_BYTES
-              and self.planner.algorithm("broadcast", count * es) == ALGO_TREE)
+        rd = self._broadcast_as_allreduce(count * es)
         src = self._spare("zeros", count * es) if rd and not at_root else a
 
         def into(dst_addr, scratch=None):
@@ -262,23 +256,24 @@ class Communicator(Executor, Failover, Diagnose):
                 o = dst_addr + off * es
                 if algo == ALGO_RD:
                     s.reduce_as(int(DType.UINT8), int(ReduceOp.BOR))
-                    steps = max(1, self.size.bit_length())
-                    s.rd_allreduce(chan, o, address(src) + off * es, cnt,
-                                   np.empty(steps * cnt * es + 1, np.uint8))
+                    s.rd_allreduce(chan, o, address(src) + off * es, cnt)
                 else:
                     s.broadcast(chan, root, o, cnt, algo == ALGO_TREE)
             return build
-
-        def retarget():
-            scratch = np.empty(count * es + 1, np.uint8)
-            return into(address(scratch), scratch)
 
         return self._submit("broadcast", _eng.COLL_BROADCAST, dt, 0, count, root,
                             lambda: self.planner.broadcast(count, es,
                                                            ALGO_RD if rd else ALGO_TREE),
                             into(address(a)), buf, [a, src], ckey=(address(a), address(src)),
                             src=src if rd else None, inplace=rd and at_root,
-                            retarget=retarget if rd else None)
+                            retarget=(lambda: _into_scratch(into, count * es)) if rd else None)
+
+    def _broadcast_as_allreduce(self, nbytes):
+        """With failover a small broadcast is an allreduce in which the other ranks OR in
+        zeros: finishing proves every rank entered, so it can be lazy (no vote). Without,
+        the tree (fewer steps when the number of ranks is not a power of two)."""
+        return (self._failover and nbytes <= LAZY_MAX_BYTES
+                and self.planner.algorithm("broadcast", nbytes) == ALGO_TREE)
 
     def _spare(self, name, nbytes):
         """A library-owned buffer of nbytes (zero-filled when made), reused across calls.

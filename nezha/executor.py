@@ -7,8 +7,6 @@ non-blocking one through the progress thread.
 import threading
 import types
 
-import numpy as np
-
 from nezha import log
 from nezha._core import engine as _eng
 from nezha.buffers import address
@@ -167,6 +165,11 @@ class Executor:
             self._drain()  # gives the queue back (also once broken)
         return result
 
+    def _forget_plans(self):
+        """The planner's channels changed: no cached schedule (slow or fast path) holds."""
+        self._cache.clear()
+        self._fast.clear()
+
     def _feeds(self, plan, count):
         # Only what can teach the model something: striped payloads, or large ones (one
         # channel's rate). One rail never records, so it costs nothing extra.
@@ -223,9 +226,7 @@ class Executor:
         es = vec.itemsize
 
         def build(s, algo, chan, off, cnt, src):
-            steps = max(1, self.size.bit_length())
-            s.rd_allreduce(chan, address(vec) + off * es, address(src) + off * es, cnt,
-                           np.empty(steps * cnt * es + 1, np.uint8))
+            s.rd_allreduce(chan, address(vec) + off * es, address(src) + off * es, cnt)
 
         # a regular collective (it votes and reroutes like any other), never cached or recorded
         req.spec = (_eng.COLL_ALLREDUCE, int(DType.FLOAT64), int(ReduceOp.SUM), vec.size, -1,

@@ -350,8 +350,7 @@ class Failover:
             log.warn("HEALTH", f"rail {name} failed during {req.name} #{req.seq} "
                      f"({w}{'' if p is None else f' with rank {p}'}); rerouting to "
                      f"{[self._mesh.chan_name(x) for x, a in enumerate(self.planner.alive) if a]}")
-        self._cache.clear()
-        self._fast.clear()
+        self._forget_plans()
         self.planner.model.set_channels(self.planner.alive)
         if not any(self.planner.alive):
             raise RailSystemError(
@@ -379,8 +378,7 @@ class Failover:
                                  "down_s": None if down is None else time.time() - down["time"]})
             log.warn("HEALTH", f"rail {name} answers again: re-admitted (cold) after "
                      f"{req.name} #{req.seq}")
-        self._cache.clear()
-        self._fast.clear()
+        self._forget_plans()
         self.planner.model.set_channels(self.planner.alive)
 
     def _vote_error(self, rc, req):

