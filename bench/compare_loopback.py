@@ -22,12 +22,21 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 from _common import __version__, busbw  # noqa: E402
 
-# Everyone over TCP on lo, nobody over shared memory.
+# The TCP systems: over TCP on lo, nobody over shared memory. The -shm/-sm systems: the
+# same host's shared memory (nezha's shm transport, Open MPI's sm BTL).
 MPI_TCP_ONLY = ["--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "lo",
                 "--mca", "pml", "ob1"]
+MPI_SM = ["--mca", "btl", "sm,self", "--mca", "pml", "ob1"]
 BACKEND_ENV = {"nezha": {"NEZHA_SOCKET_IFNAME": "lo", "NEZHA_RAILS": "tcp"},
+               "nezha-shm": {"NEZHA_SOCKET_IFNAME": "lo", "NEZHA_RAILS": "tcp,shm"},
                "gloo": {"GLOO_SOCKET_IFNAME": "lo"},
-               "mpi": {}}
+               "mpi": {}, "mpi-sm": {}}
+MPI_ARGS = {"mpi-sm": MPI_SM}  # every other system's launcher keeps the TCP-only flags
+
+
+def library(system):
+    """osu_allreduce.py's --backend for a system name (nezha-shm -> nezha)."""
+    return system.split("-")[0]
 
 
 def mpirun_cmd(np_, backend, args, json_path):
@@ -36,10 +45,11 @@ def mpirun_cmd(np_, backend, args, json_path):
     env = dict(BACKEND_ENV[backend], PYTHONPATH=ROOT)
     cmd = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(np_),
            # 4 busy ranks on 2 cores: let idle ranks yield instead of spinning on a core.
-           "--bind-to", "none", "--mca", "mpi_yield_when_idle", "1", *MPI_TCP_ONLY]
+           "--bind-to", "none", "--mca", "mpi_yield_when_idle", "1",
+           *MPI_ARGS.get(backend, MPI_TCP_ONLY)]
     for k, v in env.items():
         cmd += ["-x", f"{k}={v}"]
-    cmd += [sys.executable, os.path.join(HERE, "osu_allreduce.py"), "--backend", backend,
+    cmd += [sys.executable, os.path.join(HERE, "osu_allreduce.py"), "--backend", library(backend),
             "-m", args.message_size, "-l", "-f", "--time-budget", str(args.time_budget),
             "--gloo-ifname", "lo", "--json", json_path]
     return cmd
@@ -90,14 +100,16 @@ def _fmt(x, spec):
     return format(x, spec) if x is not None else "n/a"
 
 
-def markdown(rows, backends, meta):
+def markdown(rows, backends, meta, ref="nezha"):
     """Markdown report: how each backend was kept on TCP over lo, then the table."""
     lines = [f"# nezha {__version__}: allreduce over TCP loopback, nezha vs Gloo vs MPI", "",
              f"Host `{meta['host']}`, {meta['cpus']} CPUs, {meta['ranks']} ranks "
              "(oversubscribed: `--bind-to none --mca mpi_yield_when_idle 1`), "
              f"{meta['dtype']} sum, in place (`-l`), sizes {meta['sizes']}.",
-             "All three backends move data over **TCP on the loopback interface `lo`**; "
-             "none uses shared memory:",
+             "nezha, Gloo and MPI move data over **TCP on the loopback interface `lo`** "
+             "(none uses shared memory); nezha-shm and mpi-sm use this host's shared memory:",
+             "- nezha-shm: `NEZHA_SOCKET_IFNAME=lo NEZHA_RAILS=tcp,shm`; "
+             f"mpi-sm: `{' '.join(MPI_SM)}`",
              "- nezha: `NEZHA_SOCKET_IFNAME=lo NEZHA_RAILS=tcp`"
              f" (rails reported: {meta['rails'].get('nezha', 'n/a')})",
              f"- Gloo ({meta['library'].get('gloo', 'torch')}): `GLOO_SOCKET_IFNAME=lo`",
@@ -105,22 +117,22 @@ def markdown(rows, backends, meta):
              f"Latency = OSU avg (µs, mean over ranks of each rank's mean), median of "
              f"{meta['reps']} interleaved repetitions; time budget {meta['budget']:g} s per size "
              "caps iterations. busbw = bytes/t × 2(n−1)/n (nccl-tests, GB = 1e9). "
-             "Ratio = other latency / nezha latency (> 1: nezha faster).", ""]
+             f"Ratio = other latency / {ref} latency (> 1: {ref} faster).", ""]
     for b, err in meta["errors"].items():
         lines.append(f"**{b} did not run:** {err}")
         lines.append("")
     head = (["Size (B)"] + [f"{b} (µs)" for b in backends]
             + [f"{b} busbw (GB/s)" for b in backends]
-            + [f"{b}/nezha" for b in backends if b != "nezha"])
+            + [f"{b}/{ref}" for b in backends if b != ref])
     lines += ["| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
     for r in rows:
         lat = {b: r[b]["avg_us"] if b in r else None for b in backends}
         cells = [str(r["size"])] + [_fmt(lat[b], ".2f") for b in backends]
         cells += [_fmt(r[b]["busbw_gbps"] if b in r else None, ".4f") for b in backends]
         for b in backends:
-            if b != "nezha":
-                ok = lat.get("nezha") and lat[b]
-                cells.append(_fmt(lat[b] / lat["nezha"] if ok else None, ".2f"))
+            if b != ref:
+                ok = lat.get(ref) and lat[b]
+                cells.append(_fmt(lat[b] / lat[ref] if ok else None, ".2f"))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -128,7 +140,9 @@ def markdown(rows, backends, meta):
 def main(argv=None):
     """Entry point."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--backends", default="nezha,gloo,mpi", help="comma list")
+    p.add_argument("--backends", default="nezha,gloo,mpi",
+                   help="comma list of nezha, nezha-shm, gloo, mpi, mpi-sm")
+    p.add_argument("--ref", default=None, help="system the ratios divide by (default: the first)")
     p.add_argument("-np", "--np", dest="np_", type=int, default=4, help="ranks")
     p.add_argument("-m", "--message-size", default="4:64M", help="OSU -m [MIN:]MAX")
     p.add_argument("--reps", type=int, default=3, help="interleaved repetitions")
@@ -169,7 +183,7 @@ def main(argv=None):
                 library={b: d["library"] for b, d in first.items()}, errors=errors,
                 python=platform.python_version(), wall_seconds=time.monotonic() - t_start)
     rows = summarize(runs, backends, args.np_)
-    report = markdown(rows, backends, meta)
+    report = markdown(rows, backends, meta, args.ref or backends[0])
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "compare_loopback.md"), "w") as f:
         f.write(report)

@@ -15,7 +15,7 @@ from nezha.diagnose import Diagnose
 from nezha.executor import Executor
 from nezha.failover import LAZY_MAX_BYTES, Failover
 from nezha.mesh import Mesh
-from nezha.planner import ALGO_DIRECT, ALGO_NAMES, ALGO_RD, ALGO_TREE, Plan, Planner
+from nezha.planner import ALGO_DIRECT, ALGO_HIER, ALGO_NAMES, ALGO_RD, ALGO_TREE, Plan, Planner
 from nezha.rails.tcp.device import TcpRail
 from nezha.rails.tcp.ifaces import select_interfaces
 from nezha.types import DType, ReduceOp, check_op_dtype
@@ -26,6 +26,9 @@ _OPS_OK = {dt: {o: o for o in ReduceOp if not (
     or (o == ReduceOp.AVG and not dt.is_float))} for dt in DType}
 for _d in _OPS_OK.values():
     _d.update({int(o): o for o in list(_d)})
+
+
+HIER_CHUNK = 1 << 20  # bytes per hierarchical chunk: one crosses hosts while the next is reduced
 
 
 def _into_scratch(into, nbytes):
@@ -68,18 +71,20 @@ class Communicator(Executor, Failover, Diagnose):
         self.rank, self.size, self.local_rank = boot.rank, boot.size, boot.local_rank
         log.set_rank(self.rank)
         if "tcp" not in cfg["RAILS"]:
-            raise InvalidUsageError(f"nezha: NEZHA_RAILS={cfg.raw('RAILS')} leaves no rail: this "
-                                    "version builds the tcp rail only (shm, ina and rdma are "
-                                    "planned)")
+            raise InvalidUsageError(f"nezha: NEZHA_RAILS={cfg.raw('RAILS')} leaves no tcp rail: "
+                                    "tcp carries every rail between hosts and the control "
+                                    "connections (shm only joins ranks of one host; ina and "
+                                    "rdma are planned)")
         ifaces = select_interfaces(cfg["SOCKET_IFNAME"])[: cfg["MAX_RAILS"]]
         tcp = [TcpRail(i, cfg["PORT_RANGE"]) for i in ifaces]
         log.info("INIT", f"rank {self.rank}/{self.size} local_rank {self.local_rank} "
                  f"bootstrap {boot.kind} rails {[r.name for r in tcp]}")
         self._mesh = mesh = Mesh(boot, tcp, cfg["SOCKET_NCONNS"], cfg["CONNECT_TIMEOUT"],
-                                 int(cfg["SOCKET_BUFFER"]))
+                                 int(cfg["SOCKET_BUFFER"]), use_shm="shm" in cfg["RAILS"],
+                                 shm_bytes=int(cfg["SHM_BUFFER"]), host=cfg["HOST_ID"])
         self.nchan = mesh.nchan
         seg = cfg["SEGMENT_SIZE"]
-        self._engine = _eng.Engine(mesh.data_fds(), self.size, self.nchan,
+        self._engine = _eng.Engine(mesh.endpoints(), self.size, self.nchan,
                                    mesh.ctrl_fds() if self.size > 1 else [],
                                    int(seg if seg != math.inf else 1 << 20),
                                    cfg["HEARTBEAT"])
@@ -100,6 +105,11 @@ class Communicator(Executor, Failover, Diagnose):
                                self.size)
         if self._failover:
             self.planner.piece_bytes = max(int(cfg["MIN_RAIL_PIECE"]), 1 << 20)
+        self.planner.set_hosts(mesh.host_of)
+        self._hier = self.planner.hier_groups(self.rank)
+        # this rank's place among the ranks of its host as nezha counts hosts (a launcher
+        # may see one node where the lab has several)
+        self.local_rank = self._hier[0].index(self.rank)
         self._seq = 0
         self._p2p_out = collections.Counter()
         self._p2p_in = collections.Counter()
@@ -180,6 +190,8 @@ class Communicator(Executor, Failover, Diagnose):
                 o, p = dst_addr + off * es, address(src) + off * es
                 if algo == ALGO_RD:
                     s.rd_allreduce(chan, o, p, cnt)
+                elif algo == ALGO_HIER:
+                    s.hier_allreduce(chan, o, p, cnt, *self._hier, HIER_CHUNK // es)
                 else:
                     s.ring_allreduce(chan, o, p, cnt)
                 if op == ReduceOp.AVG:
@@ -221,6 +233,8 @@ class Communicator(Executor, Failover, Diagnose):
                 o, p = dst_addr + off * es, address(src) + off * es
                 if algo == ALGO_RD:
                     s.rd_allreduce(chan, o, p, cnt)
+                elif algo == ALGO_HIER:
+                    s.hier_allreduce(chan, o, p, cnt, *self._hier, HIER_CHUNK // es)
                 else:
                     work = None if at_root else np.empty(cnt * es + 1, np.uint8)
                     s.reduce(chan, root, o if at_root else 0, p, cnt, work)

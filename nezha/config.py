@@ -214,11 +214,19 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
         "Send and receive buffer size (SO_SNDBUF, SO_RCVBUF) asked for on every TCP rail "
         "socket; the kernel caps it at net.core.wmem_max and rmem_max. 0 keeps the kernel's "
         "default and its autotuning.")),
-    Param("RAILS", "list", "tcp", allowed=RAIL_KINDS, help=(
+    Param("RAILS", "list", "tcp,shm", allowed=RAIL_KINDS, help=(
         "Kinds of rail nezha may use: tcp (sockets over the NEZHA_SOCKET_IFNAME interfaces), "
         "shm (shared memory between ranks on one host), ina (the in-network aggregation "
         "service), rdma (RDMA devices); all allows every kind, and a leading ^ every kind "
-        "except the listed ones.")),
+        "except the listed ones (^shm: ranks on one host talk over tcp too). ina and rdma "
+        "are not built yet.")),
+    Param("SHM_BUFFER", "size", "4M", help=(
+        "Bytes of each shared-memory ring (one per direction, per pair of ranks on a host and "
+        "per channel). Larger rings let a sender run further ahead of its receiver.")),
+    Param("HOST_ID", "str", "", syntax="any string", help=(
+        "Which host this rank counts as: ranks with the same id use shared memory with each "
+        "other. Unset: hostname, boot id and network namespace (two network namespaces of one "
+        "machine are two hosts, as in the lab). Tests set it to make hosts on one machine.")),
     Param("MAX_RAILS", "int", "4", bound=">= 1", help=(
         "Largest number of rails one operation stripes its data over.")),
     Param("MIN_RAIL_PIECE", "size", "64k", help=(
@@ -233,11 +241,14 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
         "How a collective is split over rails: measured (by each rail's delivered rate, "
         "learned from finished collectives: the rails finish together) or equal (the same "
         "share on every rail, as a static striping library does; for comparisons).")),
-    Param("ALGO", "enum", "auto", allowed=("auto", "ring", "rd"), help=(
-        "Allreduce algorithm: ring (reduce-scatter then allgather, pipelined in "
-        "NEZHA_SEGMENT_SIZE segments; best for large buffers), rd (recursive doubling: "
-        "log2(size) exchanges of the whole buffer; best for small ones), or auto (rd below "
-        "NEZHA_SMALL_MSG_THRESHOLD, ring from there on).")),
+    Param("ALGO", "enum", "auto", allowed=("auto", "ring", "rd", "hier"), help=(
+        "Allreduce algorithm: ring (flat: reduce-scatter then allgather over all ranks, "
+        "pipelined in NEZHA_SEGMENT_SIZE segments; best for large buffers), rd (recursive "
+        "doubling: log2(size) exchanges of the whole buffer; best for small ones), hier "
+        "(several ranks per host: reduce-scatter within the host over shared memory, an "
+        "allreduce of each rank's share across hosts, allgather within the host; the ring "
+        "where hosts hold different numbers of ranks), or auto (rd below "
+        "NEZHA_SMALL_MSG_THRESHOLD, then hier where it applies, else ring).")),
     Param("SEGMENT_SIZE", "size", "256k", help=(
         "Pipelining unit: received data is reduced and forwarded in segments of this many "
         "bytes, so that the network and the reduction overlap. Smaller segments start "

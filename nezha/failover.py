@@ -234,8 +234,9 @@ class Failover:
         self._generation += 1
         t0 = time.time()
         socks = self._mesh.links([chan], self._generation, self._boot.secret)
-        fds = [socks[(p, chan)].fileno() if p != self.rank else -1 for p in range(self.size)]
-        eng = _eng.Engine(fds, self.size, 1, [], self._stage_bytes)
+        eps = [_eng.TcpEndpoint(socks[(p, chan)]) if p != self.rank else None
+               for p in range(self.size)]
+        eng = _eng.Engine(eps, self.size, 1, [], self._stage_bytes)
         try:
             eng.set_spin(self.config["SPIN_US"] * 1e-6)
             coll, dt, op, count, root = req.spec[:5]
@@ -283,7 +284,7 @@ class Failover:
     def _close_fds(self, c):
         for p in range(self.size):
             if p != self.rank:
-                self._engine.set_endpoint_fd(c * self.size + p, -1)
+                self._engine.set_endpoint(c * self.size + p, None)
         self._mesh.close_channel(c)
 
     def _start_guard(self):
@@ -367,7 +368,7 @@ class Failover:
         self._generation += 1
         socks = self._mesh.reconnect(back, self._generation, self._boot.secret)
         for (peer, c), sock in socks.items():
-            self._engine.set_endpoint_fd(c * self.size + peer, sock.fileno())
+            self._engine.set_endpoint(c * self.size + peer, _eng.TcpEndpoint(sock))
         for c in back:
             self.planner.alive[c] = True
             name = self._mesh.chan_name(c)

@@ -1,8 +1,10 @@
 """Connect every rank to every other on every rail: data channels plus a control link.
 
-The lower rank accepts and the higher rank connects; all of it progresses at once (see
-rails/tcp/connect.py). Each rail gets NEZHA_SOCKET_NCONNS data channels (lanes) per peer and
-one control connection per peer, on which a failing rank tells the others why.
+Each rail gets NEZHA_SOCKET_NCONNS data channels (lanes) per peer and one control
+connection per peer, on which a failing rank tells the others why. A channel's endpoint to
+a peer on the same host is shared memory (transports/shm.py) unless NEZHA_RAILS leaves shm
+out; to other hosts it is TCP over the rail's NIC: the lower rank accepts and the higher
+rank connects, all of it at once (see rails/tcp/connect.py).
 """
 import os
 import socket
@@ -10,7 +12,9 @@ import socket
 from nezha import log
 from nezha.bootstrap import auth
 from nezha.errors import InvalidUsageError
+from nezha._core.engine import TcpEndpoint
 from nezha.rails.tcp.connect import establish, tune
+from nezha.transports import shm
 
 TCP_RTO_MAX_MS = 44  # linux/tcp.h
 
@@ -18,18 +22,29 @@ TCP_RTO_MAX_MS = 44  # linux/tcp.h
 class Mesh:
     """The connected sockets of one communicator and the names used in messages."""
 
-    def __init__(self, boot, rails, nconns, timeout, bufsize):
+    def __init__(self, boot, rails, nconns, timeout, bufsize, use_shm=False, shm_bytes=0,
+                 host=None):
         self.rank, self.size = boot.rank, boot.size
         self.rails, self.nconns = rails, nconns
         self.nchan = len(rails) * nconns
         me = {"host": socket.gethostname(), "pid": os.getpid(),
+              "host_id": shm.host_id(host), "shm": bool(use_shm), "shm_tag": shm.new_tag(),
               "rails": [dict(name=r.name, **r.listen()) for r in rails]}
         self.timeout, self.bufsize = timeout, bufsize
+        self.shm = None
         try:
             self.peers = boot.allgather(me)
             self._check_rails()
+            hosts = list(dict.fromkeys(p["host_id"] for p in self.peers))
+            self.host_of = [hosts.index(p["host_id"]) for p in self.peers]
+            # every rank must agree, or a pair would wait on two different transports
+            if all(p["shm"] for p in self.peers) and len(hosts) < self.size:
+                shm.sweep()
+                self.shm = shm.ShmLinks(boot, self.peers, self.nchan, shm_bytes, me["shm_tag"])
             self.socks = self._connect(boot.secret, timeout, bufsize)
         except BaseException:
+            if self.shm is not None:
+                self.shm.close()
             for r in rails:
                 r.close()
             raise
@@ -61,7 +76,8 @@ class Mesh:
                 continue
             for ri, rail in enumerate(self.rails):
                 keys = [(peer, ri * self.nconns + lane, auth.PURPOSE_DATA)
-                        for lane in range(self.nconns)]
+                        for lane in range(self.nconns)
+                        if self.shm is None or (peer, ri * self.nconns + lane) not in self.shm.eps]
                 keys.append((peer, ri, auth.PURPOSE_CTRL))
                 for key in keys:
                     if peer < self.rank:
@@ -87,10 +103,28 @@ class Mesh:
                  f"({len(socks)} connections)")
         return socks
 
-    def data_fds(self):
-        """fd per (channel, peer) in engine order (channel * size + peer), -1 for self."""
-        return [self.socks[(p, c, auth.PURPOSE_DATA)].fileno() if p != self.rank else -1
+    def endpoints(self):
+        """Endpoint per (channel, peer) in engine order (channel * size + peer), None for
+        self: shared memory to a peer on this host, else its TCP socket."""
+        return [None if p == self.rank else self._endpoint(p, c)
                 for c in range(self.nchan) for p in range(self.size)]
+
+    def _endpoint(self, peer, chan):
+        if self.shm is not None and (peer, chan) in self.shm.eps:
+            return self.shm.eps[(peer, chan)]
+        return TcpEndpoint(self.socks[(peer, chan, auth.PURPOSE_DATA)])
+
+    def transport(self, peer, chan=0):
+        """Name of the transport that carries chan's bytes to peer ("shm" or "tcp")."""
+        if peer == self.rank:
+            return "self"
+        return "shm" if self.shm is not None and (peer, chan) in self.shm.eps else "tcp"
+
+    @property
+    def local_peers(self):
+        """Ranks on this host (shm or not), this one excluded."""
+        return [p for p in range(self.size) if p != self.rank
+                and self.host_of[p] == self.host_of[self.rank]]
 
     def ctrl_fds(self):
         """fd per (rail, peer) of the control connections (rail * size + peer), -1 for self."""
@@ -98,7 +132,10 @@ class Mesh:
                 for ri in range(len(self.rails)) for p in range(self.size)]
 
     def close_channel(self, chan):
-        """Close a dead channel's data connections (their streams are out of step)."""
+        """Close a dead channel's data connections (their streams are out of step); a
+        re-admitted channel comes back over TCP to every peer (reconnect)."""
+        if self.shm is not None:
+            self.shm.close_channel(chan)
         for key in [k for k in self.socks if k[1] == chan and k[2] == auth.PURPOSE_DATA]:
             try:
                 self.socks.pop(key).close()
@@ -148,5 +185,7 @@ class Mesh:
             except OSError:
                 pass
         self.socks = {}
+        if self.shm is not None:
+            self.shm.close()
         for r in self.rails:
             r.close()

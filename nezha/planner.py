@@ -14,8 +14,9 @@ ALGO_RD = 2
 ALGO_CHAIN = 3
 ALGO_TREE = 4
 ALGO_DIRECT = 5
+ALGO_HIER = 6
 ALGO_NAMES = {0: "direct", ALGO_RING: "ring", ALGO_RD: "rd", ALGO_CHAIN: "chain",
-              ALGO_TREE: "tree", ALGO_DIRECT: "direct"}
+              ALGO_TREE: "tree", ALGO_DIRECT: "direct", ALGO_HIER: "hier"}
 ROUND = 256  # shares are whole multiples of this many elements (when large enough)
 MAX_PIECES = 64  # slices of one collective (the vote carries one bit per slice)
 
@@ -54,6 +55,31 @@ class Planner:
         # With failover, large slices are cut into pieces that run one after another on
         # their channel, so that a failure loses one piece, not the whole slice.
         self.piece_bytes = 0
+        self.hosts = [0] * ranks  # host index of every rank (set_hosts)
+
+    def set_hosts(self, host_of):
+        """Which host every rank is on: several ranks per host allow hierarchical plans."""
+        self.hosts = list(host_of)
+
+    @property
+    def hier_ok(self):
+        """Hierarchical allreduce applies: more than one host, more than one rank per
+        host, the same number on each (else the flat ring)."""
+        counts = {}
+        for h in self.hosts:
+            counts[h] = counts.get(h, 0) + 1
+        return len(counts) > 1 and len(set(counts.values())) == 1 and max(counts.values()) > 1
+
+    def hier_groups(self, rank):
+        """(ranks on rank's host, one rank per host at rank's local position); the second
+        is None where hosts hold different numbers of ranks (no hierarchical plan)."""
+        local = [r for r, h in enumerate(self.hosts) if h == self.hosts[rank]]
+        if not self.hier_ok:
+            return local, None
+        me = local.index(rank)
+        order = list(dict.fromkeys(self.hosts))
+        cross = [[r for r, h in enumerate(self.hosts) if h == host][me] for host in order]
+        return local, cross
 
     @property
     def version(self):
@@ -115,8 +141,12 @@ class Planner:
     def algorithm(self, coll, nbytes):
         """Algorithm id for nbytes of a collective (size and NEZHA_ALGO only)."""
         if coll == "allreduce":
-            forced = {"ring": ALGO_RING, "rd": ALGO_RD}.get(self.algo)
-            return forced or (ALGO_RD if nbytes < self.small else ALGO_RING)
+            # Hierarchical over flat from the bytes each host's NIC carries: 2(H-1)/H * S
+            # against a flat ring's 2(N-1)/N * S, with every local rank driving it.
+            forced = {"ring": ALGO_RING, "rd": ALGO_RD,
+                      "hier": ALGO_HIER if self.hier_ok else ALGO_RING}.get(self.algo)
+            return forced or (ALGO_RD if nbytes < self.small else
+                              ALGO_HIER if self.hier_ok else ALGO_RING)
         if coll == "broadcast":
             return ALGO_TREE if nbytes < self.small else ALGO_CHAIN
         if coll == "reduce":  # small: the allreduce's latency algorithm, kept at the root

@@ -21,6 +21,17 @@ CONFIGS = [
     (3, {"NEZHA_SOCKET_NCONNS": "3", "NEZHA_MIN_RAIL_PIECE": "1k"}, True),
     (4, {"NEZHA_SOCKET_NCONNS": "2", "NEZHA_MIN_RAIL_PIECE": "4k", "NEZHA_SEGMENT_SIZE": "8k"},
      False),
+    # transports: every pair on one machine is one host (shm, above); tcp only; mixes of
+    # shm within "hosts" and tcp across (NEZHA_TEST_HOSTS: the host of each rank), with
+    # uneven hosts (1, 2 and 3 ranks: flat ring), even ones (hierarchical), interleaved
+    # ranks and odd totals
+    (4, {"NEZHA_RAILS": "tcp"}, True),
+    (6, {"NEZHA_TEST_HOSTS": "0,1,1,2,2,2"}, True),
+    (4, {"NEZHA_TEST_HOSTS": "0,0,1,1"}, True),
+    (6, {"NEZHA_TEST_HOSTS": "0,1,0,1,0,1", "NEZHA_SOCKET_NCONNS": "2",
+         "NEZHA_MIN_RAIL_PIECE": "4k"}, False),
+    (5, {"NEZHA_TEST_HOSTS": "0,1,0,1,0"}, False),
+    (8, {"NEZHA_TEST_HOSTS": "0,0,0,0,1,1,1,1", "NEZHA_ALGO": "hier"}, False),
 ]
 
 

@@ -24,18 +24,54 @@ LARGE = [4099, 65537, 262147]   # 262147 float32 = 4 segments of 256 KiB + a pri
 FULL = os.environ.get("NEZHA_TEST_FULL", "1") == "1"
 
 
+# NEZHA_TEST_HOSTS=0,1,1,2 makes hosts on this machine (rank r is on host entry r): ranks
+# of one host use shared memory, the others tcp over lo (tests/test_coll_mpi.py)
+HOSTS = [h for h in os.environ.get("NEZHA_TEST_HOSTS", "").split(",") if h]
+
+
+def _config(**kw):
+    if HOSTS:
+        kw["HOST_ID"] = "host" + HOSTS[int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))]
+    return kw
+
+
 @pytest.fixture(scope="module", params=["auto", "ring"])
 def comm(request):
-    c = nezha.Communicator(config={"ALGO": request.param})
+    c = nezha.Communicator(config=_config(ALGO=request.param))
     yield c
     c.close()
 
 
 @pytest.fixture(scope="module")
 def world():
-    c = nezha.Communicator()
+    c = nezha.Communicator(config=_config())
     yield c
     c.close()
+
+
+def _true_hosts(world):
+    """Each rank's host as the test sees it: NEZHA_TEST_HOSTS, else its network namespace
+    (lab hosts are namespaces), gathered through MPI, not through nezha."""
+    if HOSTS or world.size == 1:
+        return HOSTS or ["0"]
+    from mpi4py import MPI
+    return [str(h) for h in MPI.COMM_WORLD.allgather(os.stat("/proc/self/ns/net").st_ino)]
+
+
+def test_transports_and_algorithm_follow_the_hosts(world):
+    hosts = _true_hosts(world)
+    shm_on = "shm" in world.config["RAILS"]
+    for p in range(world.size):
+        if p != world.rank:
+            same = hosts[p] == hosts[world.rank]
+            assert world._mesh.transport(p) == ("shm" if same and shm_on else "tcp")
+    counts = {h: hosts.count(h) for h in hosts}
+    even = len(counts) > 1 and len(set(counts.values())) == 1 and max(counts.values()) > 1
+    forced = world.config["ALGO"]
+    want = {"ring": "ring", "rd": "rd"}.get(forced, "hier" if even else "ring")
+    assert world.algorithm_for(1 << 24) == want
+    assert world.local_rank == [p for p in range(world.size)
+                                if hosts[p] == hosts[world.rank]].index(world.rank)
 
 
 def wrap(storage, dt):

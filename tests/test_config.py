@@ -49,7 +49,7 @@ def test_defaults(env):
     assert cfg["SEGMENT_SIZE"] == 256 * 1024
     assert cfg["SMALL_MSG_THRESHOLD"] == cfg["MIN_RAIL_PIECE"] == 64 * 1024
     assert cfg["SOCKET_BUFFER"] == 4 << 20
-    assert cfg["RAILS"] == ("tcp",)
+    assert cfg["RAILS"] == ("tcp", "shm")
     assert cfg["MAX_RAILS"] == 4 and cfg["SOCKET_NCONNS"] == 1
     assert cfg["RAIL_MAX_RATIO"] == 8.0 and cfg["TIMEOUT"] == 60.0
     assert cfg["ALGO"] == "auto" and cfg["PORT_RANGE"] is None and cfg["SPIN_US"] == 200

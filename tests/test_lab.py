@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from nezha.lab import cli, netns, shaping, state_path, teardown
+from nezha.errors import InvalidUsageError
+from nezha.lab import Lab, LabSpec, cli, launch, netns, shaping, state_path, teardown
 
 PORT = 7000
 MB4 = 4 << 20
@@ -129,6 +130,36 @@ def test_not_root_is_one_clear_error(monkeypatch, capsys):
     assert not os.path.exists(state_path("zzroot"))
 
 
+def test_placement_is_by_block(monkeypatch):
+    assert launch.placement(4, 2) == [(0, 0, 2), (0, 1, 2), (1, 0, 2), (1, 1, 2)]
+    assert launch.placement(3, 2) == [(0, 0, 2), (0, 1, 2), (1, 0, 1)]  # last host only partly used
+    assert launch.placement(3, 1) == [(0, 0, 1), (1, 0, 1), (2, 0, 1)]  # the old one rank per host
+    assert [launch.host_of(r, 3) for r in range(7)] == [0, 0, 0, 1, 1, 1, 2]
+    # The mpirun wrapper is told L; the shell arithmetic itself is checked by test_ranks_per_host.
+    lab = Lab(LabSpec(hosts=2, rails=1, ranks_per_host=3, name="zzplace"))
+    assert lab.slots == 6 and lab.host_of(5) == 1
+    monkeypatch.setattr(launch, "find_mpirun", lambda: "/x/mpirun")
+    argv = launch.mpirun_argv(lab, ["true"], 6)
+    assert argv[-5:-2] == ["/bin/sh", "-c", "L=3; " + launch._RANK_WRAPPER] and argv[-1] == "true"
+
+
+def test_ranks_per_host_spec_and_cli(monkeypatch):
+    assert LabSpec(name="zzspec").ranks_per_host == 1  # every existing call is unchanged
+    old = LabSpec(name="zzspec").to_json()
+    del old["ranks_per_host"]  # a state file written before ranks_per_host existed
+    assert LabSpec(**old).ranks_per_host == 1
+    with pytest.raises(InvalidUsageError):
+        LabSpec(name="zzspec", ranks_per_host=0)
+    lab = Lab(hosts=3, ranks_per_host=2, name="zzspec")
+    with pytest.raises(netns.LabError, match="7.*6 ranks at most"):
+        launch._check_np(lab, 7)
+    assert launch._check_np(lab, None) == 6 and launch._check_np(lab, 5) == 5
+    built = []
+    monkeypatch.setattr(Lab, "up", lambda self, **kw: built.append(self.spec) or self)
+    assert cli.main(["up", "--name", "zzspec", "--hosts", "2", "--ranks-per-host", "2"]) == 0
+    assert (built[0].hosts, built[0].ranks_per_host) == (2, 2)
+
+
 # ---- lab tests --------------------------------------------------------------------------------
 @pytest.mark.lab
 def test_up_down_leaves_nothing(lab_factory):
@@ -234,7 +265,7 @@ RANK_INFO = r"""
 import json, os, sys
 r = int(os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("RANK", -1)))
 info = {k: os.environ.get(k) for k in ("NEZHA_SOCKET_IFNAME", "NEZHA_LAB_HOST", "RANK", "WORLD_SIZE",
-        "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "PATH")}
+        "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PATH")}
 info.update(rank=r, netns=os.stat("/proc/self/ns/net").st_ino, ifs=sorted(os.listdir("/sys/class/net")))
 if os.environ.get("USE_MPI"):
     from mpi4py import MPI
@@ -312,3 +343,37 @@ def test_cli_status_and_run(lab, capsys):
     assert cli.main(["run", "--name", lab.name, "--env-rendezvous", "--np", "2", "--",
                      "sh", "-c", "exit 7"]) == 7
     assert cli.main(["fail", "--name", lab.name, "9", "0"]) == 1  # no host 9: an error, no traceback
+
+
+@pytest.mark.lab
+@pytest.mark.mpi
+def test_ranks_per_host(lab_factory, capfd):
+    """2 hosts x 2 ranks per host: ranks 0,1 in host 0, ranks 2,3 in host 1, by both launchers."""
+    pytest.importorskip("mpi4py")
+    lab = lab_factory(hosts=2, rails=1, ranks_per_host=2)
+    ns = [os.stat(f"/run/netns/{lab.host_ns(h)}").st_ino for h in range(2)]
+    assert ns[0] != ns[1]
+    assert cli.main(["status", "--name", lab.name]) == 0
+    assert "2 ranks per host" in capfd.readouterr().out
+    script = [sys.executable, "-c", RANK_INFO]
+    for mode in (["-x", "USE_MPI=1"], ["--env-rendezvous", "--master-port", "29557"]):
+        assert cli.main(["run", "--name", lab.name, "--timeout", "120", *mode, "--", *script]) == 0, mode
+        got = infos(capfd.readouterr().out)
+        assert sorted(got) == [0, 1, 2, 3], mode  # np defaults to hosts x ranks_per_host
+        for r, (_, d) in got.items():
+            assert d["netns"] == ns[r // 2], (mode, r)  # ranks 0,1 share host 0; 2,3 host 1
+            assert (d["LOCAL_RANK"], d["LOCAL_WORLD_SIZE"], d["NEZHA_LAB_HOST"]) == (str(r % 2), "2", str(r // 2))
+            assert d["ifs"] == ["lo", "mgmt", "rail0"]
+        if "USE_MPI=1" in mode:
+            assert all(d["sum"] == 6 for _, d in got.values())  # MPI works between the 4 ranks
+        else:
+            assert all(d["WORLD_SIZE"] == "4" for _, d in got.values())
+    # Fewer ranks: block placement leaves host 1 with one rank.
+    res = lab.run(script, np=3, env_rendezvous=True, capture=True, timeout=60, master_port=29558)
+    assert res.returncode == 0, res.stderr
+    got = infos(res.stdout)
+    assert [(d["netns"], d["LOCAL_RANK"], d["LOCAL_WORLD_SIZE"]) for _, (_, d) in sorted(got.items())] == [
+        (ns[0], "0", "2"), (ns[0], "1", "2"), (ns[1], "0", "1")]
+    # More ranks than the lab has places for: one clear error, nothing started.
+    assert cli.main(["run", "--name", lab.name, "--np", "5", "--", "true"]) == 1
+    assert "4 ranks at most" in capfd.readouterr().err

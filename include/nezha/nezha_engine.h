@@ -1,5 +1,6 @@
 /* The progress engine: runs one schedule of operations over non-blocking byte-stream
- * endpoints (one socket per peer per channel), with no Python and no GIL.
+ * endpoints (one per peer per channel, behind the transport contract of
+ * nezha_transport.h: tcp, shm, ...), with no Python and no GIL.
  *
  * A schedule is a flat array of ops. Ops on one endpoint run in post order (TCP keeps
  * order, so matching is by position, as in NCCL's net plugin). An op may depend on up to
@@ -14,9 +15,13 @@
  * Received data that must be reduced goes through the endpoint's staging area (one
  * segment); it is reduced into the destination as soon as whole elements are there.
  *
+ * A transport that can show its arrived bytes in place (NZ_CAP_PEEK, shared memory) is
+ * reduced straight out of its memory instead.
+ *
  * One loop drives every endpoint of every channel (rail); when nothing can move it sleeps
- * in poll() on exactly the sockets it waits for, plus the control sockets, on which a peer
- * announces an abort. Every wait is bounded by the deadline. */
+ * in poll() on exactly what the endpoints it waits for name (their pollfds), plus the
+ * control sockets, on which a peer announces an abort. Every wait is bounded by the
+ * deadline. */
 #ifndef NEZHA_ENGINE_H
 #define NEZHA_ENGINE_H
 
@@ -26,7 +31,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/types.h>
 #include <time.h>
@@ -34,6 +38,7 @@
 
 #include "nezha/nezha_health.h"
 #include "nezha/nezha_reduce.h"
+#include "nezha/nezha_transport.h"
 #include "nezha/nezha_types.h"
 #include "nezha/nezha_wire.h"
 
@@ -52,7 +57,7 @@ enum {
     NZ_OK = 0,
     NZ_ERR_TIMEOUT = 1,     /* deadline passed; err_op is an op still waiting */
     NZ_ERR_CLOSED = 2,      /* peer closed the connection (EOF) */
-    NZ_ERR_SOCKET = 3,      /* socket error, err_errno tells */
+    NZ_ERR_SOCKET = 3,      /* transport error (socket, ring), err_errno tells */
     NZ_ERR_MISMATCH = 4,    /* header differs from the expected one */
     NZ_ERR_CTRL = 5,        /* a control socket is readable: a peer sent an abort */
     NZ_ERR_REDUCE = 6,      /* kernel refused dtype/op (cannot happen after validation) */
@@ -75,8 +80,11 @@ typedef struct {
     uint8_t flags;
 } nz_op_t;
 
+#define NZ_EP_MAXFDS 2  /* pollfds one endpoint may ask the engine to sleep on */
+
 typedef struct {
-    int fd;
+    const nz_transport_ops_t *tr;     /* NULL: no endpoint (self, or a closed channel) */
+    void *tx;                         /* the transport's endpoint */
     int32_t chan;
     int32_t peer;
     /* staging for NZ_RECV_REDUCE: bytes received but not reduced yet */
@@ -252,11 +260,7 @@ static inline int nz_progress_send(nz_engine_t *e, nz_ep_t *p, nz_op_t *ops, int
                     niov = 2;
                 }
             }
-            struct msghdr mh;
-            memset(&mh, 0, sizeof(mh));
-            mh.msg_iov = iov;
-            mh.msg_iovlen = (size_t)niov;
-            ssize_t n = sendmsg(p->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+            ssize_t n = p->tr->sendv(p->tx, iov, niov);
             if (n > 0) {
                 uint64_t first = (uint64_t)n < iov[0].iov_len ? (uint64_t)n : iov[0].iov_len;
                 o->done += first;
@@ -264,13 +268,11 @@ static inline int nz_progress_send(nz_engine_t *e, nz_ep_t *p, nz_op_t *ops, int
                 p->bytes_sent += (uint64_t)n;
                 p->moved = 1;
                 *progress = 1;
-            } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            } else if (n == 0) {
                 p->want_out = 1;
                 return 0;
-            } else if (n < 0 && errno == EINTR) {
-                continue;
             } else {
-                int eno = n < 0 ? errno : EPIPE;
+                int eno = n == NZ_TR_CLOSED ? EPIPE : (int)-n;
                 if (nz_fail_chan(e, p->chan, p->peer, NZ_WHY_ERROR, eno)) return 0;
                 return nz_fail(e, NZ_ERR_SOCKET, oi, (int32_t)(p - e->eps), eno);
             }
@@ -282,27 +284,50 @@ static inline int nz_progress_send(nz_engine_t *e, nz_ep_t *p, nz_op_t *ops, int
     return 0;
 }
 
-/* One recv into buf: bytes read (> 0), 0 if it would block, or -1 after an error: then
- * e->err is the run's error, or NZ_OK when failover set the channel aside instead. */
+/* Bytes read (> 0), 0 if none would come now, or -1 after an error: then e->err is the
+ * run's error, or NZ_OK when failover set the channel aside instead. */
+static inline ssize_t nz_tr_result(nz_engine_t *e, nz_ep_t *p, int32_t oi, ssize_t n) {
+    if (n > 0) {
+        p->bytes_recv += (uint64_t)n;
+        p->moved = 1;
+        return n;
+    }
+    if (n == 0) {
+        p->want_in = 1;
+        return 0;
+    }
+    int closed = n == NZ_TR_CLOSED, eno = closed ? 0 : (int)-n;
+    if (!nz_fail_chan(e, p->chan, p->peer, closed ? NZ_WHY_CLOSED : NZ_WHY_ERROR, eno))
+        nz_fail(e, closed ? NZ_ERR_CLOSED : NZ_ERR_SOCKET, oi, (int32_t)(p - e->eps), eno);
+    return -1;
+}
+
 static inline ssize_t nz_recv_some(nz_engine_t *e, nz_ep_t *p, int32_t oi, char *buf,
                                    uint64_t len) {
-    for (;;) {
-        ssize_t n = recv(p->fd, buf, len, MSG_DONTWAIT);
-        if (n > 0) {
-            p->bytes_recv += (uint64_t)n;
-            p->moved = 1;
-            return n;
-        }
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            p->want_in = 1;
-            return 0;
-        }
-        int closed = n == 0, eno = closed ? 0 : errno;
-        if (!nz_fail_chan(e, p->chan, p->peer, closed ? NZ_WHY_CLOSED : NZ_WHY_ERROR, eno))
-            nz_fail(e, closed ? NZ_ERR_CLOSED : NZ_ERR_SOCKET, oi, (int32_t)(p - e->eps), eno);
+    return nz_tr_result(e, p, oi, p->tr->recv(p->tx, buf, len));
+}
+
+/* Reduce straight out of the transport's memory (NZ_CAP_PEEK): as many whole elements as
+ * have arrived contiguously and the dependencies allow. Returns bytes reduced, or -1. */
+static inline ssize_t nz_reduce_peeked(nz_engine_t *e, nz_ep_t *p, nz_op_t *ops, nz_op_t *o,
+                                       int32_t oi) {
+    const char *in;
+    ssize_t n = p->tr->peek(p->tx, &in);
+    if (n <= 0) return nz_tr_result(e, p, oi, n);
+    size_t es = nezha_dtype_size(e->dtype);
+    uint64_t lim = nz_limit(ops, o), m = (uint64_t)n;
+    if (o->done + m > lim) m = lim - o->done;
+    m -= m % es;
+    if (m == 0) return 0;  /* an element split by the ring's end: staging takes it */
+    if (nezha_reduce3(o->ptr + o->done, o->src + o->done, in, m / es, e->dtype, e->op) != 0) {
+        nz_fail(e, NZ_ERR_REDUCE, oi, o->ep, 0);
         return -1;
     }
+    p->tr->consume(p->tx, m);
+    o->done += m;
+    p->bytes_recv += m;
+    p->moved = 1;
+    return (ssize_t)m;
 }
 
 static inline int nz_progress_recv(nz_engine_t *e, nz_ep_t *p, nz_op_t *ops, int64_t t0,
@@ -315,6 +340,12 @@ static inline int nz_progress_recv(nz_engine_t *e, nz_ep_t *p, nz_op_t *ops, int
         if (o->kind == NZ_RECV_REDUCE) {
             for (;;) {
                 if (nz_drain_stage(e, p, ops, o, oi, progress)) return e->err;
+                if (p->stage_len == 0 && (p->tr->caps & NZ_CAP_PEEK) && o->done < o->nbytes) {
+                    ssize_t m = nz_reduce_peeked(e, p, ops, o, oi);
+                    if (m < 0) return e->err;
+                    if (m > 0) { *progress = 1; continue; }
+                    if (p->want_in || nz_limit(ops, o) <= o->done) break;
+                }
                 /* never read past this op: the next bytes belong to the next op */
                 uint64_t want = o->nbytes - o->done - p->stage_len;
                 uint64_t room = p->stage_cap - p->stage_len;
@@ -422,7 +453,7 @@ static inline int nz_check_silence(nz_engine_t *e, int64_t now) {
     }
     for (int32_t i = 0; i < e->nep; i++) {
         nz_ep_t *p = &e->eps[i];
-        if (p->fd < 0) continue;
+        if (!p->tr) continue;
         int32_t c = e->chan_rail[p->chan] * size + p->peer;
         if (p->moved) { e->data_heard[c] = now; p->moved = 0; }
     }
@@ -449,7 +480,7 @@ static inline int nz_progress(nz_engine_t *e, nz_op_t *ops, int32_t nops, int64_
     struct pollfd stackfds[64];
     struct pollfd *pfd = stackfds;
     int32_t *pmap = NULL; /* pollfd slot -> endpoint index */
-    int32_t maxfds = e->nep + 1 + (e->health ? e->health->n : 0);
+    int32_t maxfds = NZ_EP_MAXFDS * e->nep + 1 + (e->health ? e->health->n : 0);
     if (maxfds > 64) {
         pfd = (struct pollfd *)malloc(sizeof(struct pollfd) * (size_t)maxfds);
         if (!pfd) return nz_fail(e, NZ_ERR_INTERNAL, -1, -1, ENOMEM);
@@ -483,6 +514,16 @@ static inline int nz_progress(nz_engine_t *e, nz_op_t *ops, int32_t nops, int64_
         for (int32_t i = 0; i < e->nep; i++) {
             nz_ep_t *p = &e->eps[i];
             if (nz_chan_dead(e, p->chan)) continue;
+            if (!p->tr && (p->sh < p->nsq || p->rh < p->nrq)) {
+                /* a closed endpoint (a channel cut by a vote) with work queued on it: the
+                 * channel fails at once, as a closed socket would */
+                int32_t oi = p->rh < p->nrq ? p->rq[p->rh] : p->sq[p->sh];
+                if (!nz_fail_chan(e, p->chan, p->peer, NZ_WHY_ERROR, EBADF)) {
+                    rc = nz_fail(e, NZ_ERR_SOCKET, oi, i, EBADF);
+                    goto out;
+                }
+                continue;
+            }
             if (p->sh < p->nsq && (rc = nz_progress_send(e, p, ops, t0, &progress))) goto out;
             if (nz_chan_dead(e, p->chan)) continue;
             if (p->rh < p->nrq && (rc = nz_progress_recv(e, p, ops, t0, &progress))) goto out;
@@ -505,14 +546,22 @@ static inline int nz_progress(nz_engine_t *e, nz_op_t *ops, int32_t nops, int64_
         /* Nothing moved: sleep on what we wait for, and on the health thread's news. */
         int64_t now = nz_now_ns();
         if (nz_check_silence(e, now)) continue;
-        int32_t nfd = 0;
+        int32_t nfd = 0, ready = 0;
         for (int32_t i = 0; i < e->nep; i++) {
             nz_ep_t *p = &e->eps[i];
-            short ev = (short)((p->want_in ? POLLIN : 0) | (p->want_out ? POLLOUT : 0));
-            if (!ev || nz_chan_dead(e, p->chan)) continue;
-            pfd[nfd].fd = p->fd; pfd[nfd].events = ev; pfd[nfd].revents = 0;
-            pmap[nfd++] = i;
+            if (!(p->want_in || p->want_out) || !p->tr || nz_chan_dead(e, p->chan)) continue;
+            int k = p->tr->pollfds(p->tx, p->want_in, p->want_out, pfd + nfd, NZ_EP_MAXFDS);
+            if (k == NZ_TR_READY) { ready = 1; continue; }
+            if (k < 0) {  /* the transport knows it will never move again (peer died) */
+                int32_t oi = p->rh < p->nrq ? p->rq[p->rh] : (p->sh < p->nsq ? p->sq[p->sh] : -1);
+                nz_tr_result(e, p, oi, k);
+                if (e->err) { rc = e->err; goto out; }
+                ready = 1;  /* set aside: the others go on */
+                continue;
+            }
+            for (int j = 0; j < k; j++) pmap[nfd++] = i;
         }
+        if (ready) continue;
         int32_t nep_fds = nfd;
         if (e->health) {
             pfd[nfd].fd = e->health->evfd; pfd[nfd].events = POLLIN; pfd[nfd].revents = 0;

@@ -17,6 +17,8 @@ from nezha._core.reduce cimport nezha_avg_finish
 
 import numpy as np
 
+include "transport.pxi"
+
 COLL_ALLREDUCE = 1
 COLL_BROADCAST = 2
 COLL_REDUCE = 3
@@ -38,7 +40,7 @@ ERR_CHANFAIL = NZ_ERR_CHANFAIL
 ERR_VOTE = NZ_ERR_VOTE
 VOTE_RUNNING = NZ_VOTE_RUNNING
 VOTE_CLOSING = NZ_VOTE_CLOSING
-WHY_NAMES = {NZ_WHY_ERROR: "socket error", NZ_WHY_CLOSED: "connection closed",
+WHY_NAMES = {NZ_WHY_ERROR: "transport error", NZ_WHY_CLOSED: "connection closed",
              NZ_WHY_SILENT: "silence", NZ_WHY_PEER: "another rank gave up on it"}
 FRAME_ABORT = NZ_FRAME_ABORT
 
@@ -62,6 +64,11 @@ def now_ns():
 cdef inline int _mod(int a, int n) noexcept nogil:
     a %= n
     return a + n if a < 0 else a
+
+
+cdef inline int _gpeer(const int *grp, int n, int k) noexcept nogil:
+    # the rank at position k (mod n) of a group; no group: every rank, in rank order
+    return grp[_mod(k, n)] if grp != NULL else k
 
 
 cdef class Schedule:
@@ -232,38 +239,48 @@ cdef class Schedule:
     # ---- ring building blocks ------------------------------------------------------
 
     cdef int ring_rs(self, int chan, char **out, const char **a, uint64_t *nb,
-                     int32_t *send_idx) except -1:
-        """Ring reduce-scatter over size blocks; rank r ends with block r reduced.
+                     int32_t *send_idx, const int *grp=NULL, int n=0, int me=-1,
+                     int base_dep=-1) except -1:
+        """Ring reduce-scatter over n blocks among the ranks grp[0..n) (default: every rank,
+        n = size); the rank at position me ends with block me reduced.
 
-        Step s sends block r-s-1 (own data at s=0, else the partial just reduced) and
-        receives block r-s-2, reducing it with the own contribution a[b]. Returns the op
-        that finishes block r."""
-        cdef int r = self.rank, n = self.size, s, sb, rb, last = -1
+        Step s sends block me-s-1 (own data at s=0, else the partial just reduced) and
+        receives block me-s-2, reducing it with the own contribution a[b]. base_dep, when
+        given, must finish before a[] may be read. Returns the op that finishes block me."""
+        if grp == NULL:
+            n, me = self.size, self.rank
+        cdef int s, sb, rb, last = -1
+        cdef int nxt = _gpeer(grp, n, me + 1), prv = _gpeer(grp, n, me - 1)
         for s in range(n - 1):
-            sb = _mod(r - s - 1, n)
-            rb = _mod(r - s - 2, n)
+            sb = _mod(me - s - 1, n)
+            rb = _mod(me - s - 2, n)
             if s == 0:
-                send_idx[s] = self.add(NZ_SEND, chan, r + 1, <char *>a[sb], NULL, nb[sb])
+                send_idx[s] = self.add(NZ_SEND, chan, nxt, <char *>a[sb], NULL, nb[sb], base_dep)
             else:
-                send_idx[s] = self.add(NZ_SEND, chan, r + 1, out[sb], NULL, nb[sb], last)
-            last = self.add(NZ_RECV_REDUCE, chan, r - 1, out[rb], a[rb], nb[rb])
+                send_idx[s] = self.add(NZ_SEND, chan, nxt, out[sb], NULL, nb[sb], last)
+            last = self.add(NZ_RECV_REDUCE, chan, prv, out[rb], a[rb], nb[rb], base_dep)
         return last
 
     cdef int ring_ag(self, int chan, char **out, const char *own, uint64_t *nb,
-                     int first_dep, int32_t *free_idx) except -1:
-        """Ring allgather; rank r starts owning block r (at own, or out[r] when own is NULL).
+                     int first_dep, int32_t *free_idx, const int *grp=NULL, int n=0,
+                     int me=-1) except -1:
+        """Ring allgather among grp[0..n) (default: every rank); the rank at position me
+        starts owning block me (at own, or out[me] when own is NULL).
 
-        Step s forwards block r-s and receives block r-s-1; a receive waits until
+        Step s forwards block me-s and receives block me-s-1; a receive waits until
         free_idx[s] (an earlier send of that block's memory) is done."""
-        cdef int r = self.rank, n = self.size, s, sb, rb, last = first_dep
+        if grp == NULL:
+            n, me = self.size, self.rank
+        cdef int s, sb, rb, last = first_dep
+        cdef int nxt = _gpeer(grp, n, me + 1), prv = _gpeer(grp, n, me - 1)
         for s in range(n - 1):
-            sb = _mod(r - s, n)
-            rb = _mod(r - s - 1, n)
+            sb = _mod(me - s, n)
+            rb = _mod(me - s - 1, n)
             if s == 0 and own != NULL:
-                self.add(NZ_SEND, chan, r + 1, <char *>own, NULL, nb[sb])
+                self.add(NZ_SEND, chan, nxt, <char *>own, NULL, nb[sb])
             else:
-                self.add(NZ_SEND, chan, r + 1, out[sb], NULL, nb[sb], last)
-            last = self.add(NZ_RECV, chan, r - 1, out[rb], NULL, nb[rb],
+                self.add(NZ_SEND, chan, nxt, out[sb], NULL, nb[sb], last)
+            last = self.add(NZ_RECV, chan, prv, out[rb], NULL, nb[rb],
                             free_idx[s] if free_idx != NULL else -1)
         return last
 
@@ -298,6 +315,80 @@ cdef class Schedule:
             self.ring_ag(chan, po, NULL, nb, last, sidx)
         finally:
             free(po); free(<void *>pa); free(nb); free(sidx)
+
+    def hier_allreduce(self, int chan, uintptr_t out, uintptr_t a, uint64_t count,
+                       list local, list cross, uint64_t chunk):
+        """Hierarchical allreduce for several ranks per host, chunk elements at a time:
+        reduce-scatter within the host (local: its ranks, in order), an allreduce of this
+        rank's share across hosts with the ranks at the same local position (cross: one per
+        host, in host order), allgather within the host. A host's NIC carries
+        2(H-1)/H * S instead of a flat ring's 2(N-1)/N * S, and every local rank drives
+        it at once. Chunks pipeline: one chunk crosses hosts while the next is reduced."""
+        cdef uint64_t es = self.esize, off = 0, cnt
+        if chunk == 0:
+            chunk = count if count else 1
+        while off < count or (count == 0 and off == 0):
+            cnt = min(chunk, count - off)
+            self._hier_chunk(chan, out + off * es, a + off * es, cnt, local, cross)
+            off += cnt
+            if count == 0:
+                break
+
+    cdef _hier_chunk(self, int chan, uintptr_t out, uintptr_t a, uint64_t count,
+                     list local, list cross):
+        cdef int L = len(local), H = len(cross), b, me, h, last = -1, first, last2
+        cdef uint64_t es = self.esize, lo, hi, blo, bcnt
+        cdef const char *src
+        me, h = local.index(self.rank), cross.index(self.rank)
+        if L * H == 1:
+            self.pre_copy(<char *>out, <const char *>a, count * es)
+            return
+        cdef int m = max(L, H)
+        cdef int *lg = <int *>malloc(L * sizeof(int))
+        cdef int *xg = <int *>malloc(H * sizeof(int))
+        cdef char **po = <char **>malloc(m * sizeof(char *))
+        cdef const char **pa = <const char **>malloc(m * sizeof(char *))
+        cdef uint64_t *nb = <uint64_t *>malloc(m * sizeof(uint64_t))
+        cdef int32_t *lsidx = <int32_t *>malloc(m * sizeof(int32_t))
+        cdef int32_t *xsidx = <int32_t *>malloc(m * sizeof(int32_t))
+        try:
+            for b in range(L):
+                lg[b] = local[b]
+            for b in range(H):
+                xg[b] = cross[b]
+            # 1. reduce-scatter within the host: block me of out holds the host's sum
+            for b in range(L):
+                lo, hi = (count * b) // L, (count * (b + 1)) // L
+                po[b], pa[b], nb[b] = <char *>out + lo * es, <const char *>a + lo * es, (hi - lo) * es
+            blo, bcnt = (count * me) // L, (count * (me + 1)) // L - (count * me) // L
+            if L > 1:
+                last = self.ring_rs(chan, po, pa, nb, lsidx, lg, L, me)
+            src = <const char *>out if L > 1 else <const char *>a
+            # 2. allreduce of that block across hosts (in place in out when L > 1)
+            if H > 1:
+                for b in range(H):
+                    lo, hi = (bcnt * b) // H, (bcnt * (b + 1)) // H
+                    po[b] = <char *>out + (blo + lo) * es
+                    pa[b] = src + (blo + lo) * es
+                    nb[b] = (hi - lo) * es
+                first = self.nops
+                last2 = self.ring_rs(chan, po, pa, nb, xsidx, xg, H, h, last)
+                self.ring_ag(chan, po, NULL, nb, last2, xsidx, xg, H, h)
+                # block me is final once the last non-empty receive of step 2 is: receives
+                # on one endpoint finish in order, but an empty one counts as done at once
+                for b in range(self.nops - 1, first - 1, -1):
+                    if self.ops[b].kind != NZ_SEND and self.ops[b].kind != NZ_RECV_HDR \
+                            and self.ops[b].nbytes > 0:
+                        last = b
+                        break
+            # 3. allgather within the host
+            if L > 1:
+                for b in range(L):
+                    lo, hi = (count * b) // L, (count * (b + 1)) // L
+                    po[b], nb[b] = <char *>out + lo * es, (hi - lo) * es
+                self.ring_ag(chan, po, NULL, nb, last, lsidx, lg, L, me)
+        finally:
+            free(lg); free(xg); free(po); free(<void *>pa); free(nb); free(lsidx); free(xsidx)
 
     def rd_allreduce(self, int chan, uintptr_t out, uintptr_t a, uint64_t count):
         """Recursive doubling for small payloads: log2(n) exchanges of the whole buffer.
@@ -574,12 +665,14 @@ cdef class Engine:
     cdef nz_health_t h
     cdef public int size, nchan
     cdef bint has_health
+    cdef list endpoints      # the Endpoint objects the C endpoints point into
+    cdef uint64_t stage_bytes
 
-    def __cinit__(self, list fds, int size, int nchan, list ctrl_fds, uint64_t stage_bytes,
-                  double heartbeat=0.01):
-        cdef int i, nep = len(fds), n = len(ctrl_fds)
+    def __cinit__(self, list endpoints, int size, int nchan, list ctrl_fds,
+                  uint64_t stage_bytes, double heartbeat=0.01):
+        cdef int i, nep = len(endpoints), n = len(ctrl_fds)
         if nep != size * nchan:
-            raise ValueError("need one fd per channel and peer")
+            raise ValueError("need one endpoint (or None) per channel and peer")
         memset(&self.e, 0, sizeof(nz_engine_t))
         memset(&self.h, 0, sizeof(nz_health_t))
         self.size, self.nchan = size, nchan
@@ -598,15 +691,12 @@ cdef class Engine:
         if not (self.e.eps and self.e.chan_ns and self.e.chan_bytes and self.e.chan_rail and
                 self.e.fail_why and self.e.fail_peer and self.e.fail_errno and self.e.fail_ns):
             raise MemoryError()
+        self.stage_bytes = stage_bytes
+        self.endpoints = [None] * nep
         for i in range(nep):
-            self.e.eps[i].fd = fds[i]
             self.e.eps[i].chan = i // size
             self.e.eps[i].peer = i % size
-            if fds[i] >= 0:
-                self.e.eps[i].stage = <char *>malloc(stage_bytes)
-                if self.e.eps[i].stage == NULL:
-                    raise MemoryError()
-                self.e.eps[i].stage_cap = stage_bytes
+            self.set_endpoint(i, endpoints[i])
         if n:
             self._init_health(ctrl_fds, size, heartbeat)
 
@@ -715,9 +805,25 @@ cdef class Engine:
             for i in range(self.e.nslices):
                 self.e.slice_chan[i] = slice_chans[i]
 
-    def set_endpoint_fd(self, int ep, int fd):
-        """Point endpoint ep at a new socket (re-admitted channel); -1 disables it."""
-        self.e.eps[ep].fd = fd
+    def set_endpoint(self, int ep, Endpoint endpoint):
+        """Point endpoint ep at a transport endpoint (a new one for a re-admitted channel);
+        None disables it."""
+        cdef nz_ep_t *p = &self.e.eps[ep]
+        if endpoint is not None and endpoint.ops.version != NZ_TRANSPORT_VERSION:
+            raise ValueError(f"transport {endpoint.kind}: contract version "
+                             f"{endpoint.ops.version}, this engine speaks {NZ_TRANSPORT_VERSION}")
+        if endpoint is not None and p.stage == NULL:
+            p.stage = <char *>malloc(self.stage_bytes)
+            if p.stage == NULL:
+                raise MemoryError()
+            p.stage_cap = self.stage_bytes
+        p.tr = endpoint.ops if endpoint is not None else NULL
+        p.tx = endpoint.ctx if endpoint is not None else NULL
+        self.endpoints[ep] = endpoint
+
+    def endpoint(self, int ep):
+        """The Endpoint behind endpoint index ep (None for self or a closed one)."""
+        return self.endpoints[ep]
 
     def start(self, Schedule s):
         """Do the local copies and prepare the run of s."""

@@ -76,6 +76,45 @@ cdef extern from "nezha/nezha_health.h" nogil:
     enum: EFD_CLOEXEC
 
 
+cdef extern from "nezha/nezha_transport.h" nogil:
+    enum: NZ_TRANSPORT_VERSION
+    enum: NZ_CAP_ORDERED
+    enum: NZ_CAP_PEEK
+    enum: NZ_CAP_SHARED
+    ctypedef struct nz_transport_ops_t:
+        int version
+        const char *name
+        uint32_t caps
+        void (*close)(void *ctx)
+
+
+cdef extern from "nezha/nezha_tcp.h" nogil:
+    ctypedef struct nz_tcp_ep_t:
+        int fd
+    const nz_transport_ops_t nz_tcp_ops
+
+
+cdef extern from "nezha/nezha_shm.h" nogil:
+    enum: NZ_SHM_NONCE
+    ctypedef struct nz_shm_hdr_t:
+        uint32_t closed[2]
+    ctypedef struct nz_shm_ep_t:
+        nz_shm_hdr_t *hdr
+        int side
+        int my_bell, peer_bell, pidfd
+        uint64_t cap
+        uint64_t head, tail
+    const nz_transport_ops_t nz_shm_ops
+    size_t nz_shm_len(uint64_t cap)
+    int nz_shm_create(nz_shm_ep_t *s, const char *name, const char *bell0, const char *bell1,
+                      uint64_t cap, const uint8_t *nonce)
+    int nz_shm_open_peer(nz_shm_ep_t *s, const char *name, const char *bell0,
+                         const char *bell1, uint64_t cap, const uint8_t *nonce)
+    int nz_shm_pidfd(int pid)
+    void nz_shm_unmap(nz_shm_ep_t *s)
+    void nz_shm_corrupt(nz_shm_ep_t *s)
+
+
 cdef extern from "nezha/nezha_engine.h" nogil:
     enum:
         NZ_SEND
@@ -112,7 +151,8 @@ cdef extern from "nezha/nezha_engine.h" nogil:
         uint8_t flags
 
     ctypedef struct nz_ep_t:
-        int fd
+        const nz_transport_ops_t *tr
+        void *tx
         int32_t chan
         int32_t peer
         char *stage

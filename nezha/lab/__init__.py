@@ -5,6 +5,9 @@
         lab.fail(1, 1, "blackhole")
         res = lab.run(["python", "prog.py"], capture=True)
 
+With ranks_per_host=L each host runs L ranks (all in its namespace, sharing its rails), placed
+by block: rank r runs on host r // L.
+
 Layout (see docs/lab.md and shared/LAB.md §1):
     namespaces  <name>h<i> (hosts), <name>sw (the switch)
     host i      rail<r> 10.(10+r).0.(i+1)/24 and mgmt 10.9.0.(i+1)/24
@@ -32,6 +35,7 @@ __all__ = ["Lab", "LabSpec", "LabError", "LabPermissionError", "CommandError", "
 STATE_DIR = "/run/nezha-lab"
 MAX_HOSTS = 250
 MAX_RAILS = 16
+MAX_RANKS_PER_HOST = 64
 FAIL_MODES = ("down", "blackhole", "deaf", "admin")
 _NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,9}$")
 _NFT_TABLE = "nezha"
@@ -65,6 +69,7 @@ class LabSpec:
     latency_ms: float = shaping.DEFAULT_LATENCY_MS
     mgmt: bool = True
     delay_ms: float = 0.0  # extra one-way delay per rail link: needs sch_netem (absent here)
+    ranks_per_host: int = 1  # ranks a job runs in each host's namespace (block placement)
 
     def __post_init__(self):
         _check_name(self.name)
@@ -72,9 +77,12 @@ class LabSpec:
             raise InvalidUsageError(f"hosts must be 1..{MAX_HOSTS}, not {self.hosts}")
         if not 1 <= int(self.rails) <= MAX_RAILS:
             raise InvalidUsageError(f"rails must be 1..{MAX_RAILS}, not {self.rails}")
+        if not 1 <= int(self.ranks_per_host) <= MAX_RANKS_PER_HOST:
+            raise InvalidUsageError(f"ranks_per_host must be 1..{MAX_RANKS_PER_HOST}, not {self.ranks_per_host}")
         if not 576 <= int(self.mtu) <= 65535:
             raise InvalidUsageError(f"mtu must be 576..65535, not {self.mtu}")
         self.hosts, self.rails, self.mtu, self.gso = int(self.hosts), int(self.rails), int(self.mtu), int(self.gso)
+        self.ranks_per_host = int(self.ranks_per_host)
         self.rates = shaping.parse_rates(self.rates, self.rails)
 
     def to_json(self):
@@ -247,6 +255,21 @@ class Lab:
     def rails(self):
         """Number of rails."""
         return self.spec.rails
+
+    @property
+    def ranks_per_host(self):
+        """Ranks a job runs in each host by default (block placement: rank r on host r // L)."""
+        return self.spec.ranks_per_host
+
+    @property
+    def slots(self):
+        """Default (and largest) number of ranks of a job: hosts x ranks_per_host."""
+        return self.hosts * self.ranks_per_host
+
+    def host_of(self, rank):
+        """The host that rank `rank` runs on (block placement)."""
+        from nezha.lab.launch import host_of
+        return host_of(rank, self.ranks_per_host)
 
     @property
     def switch_ns(self):
@@ -557,7 +580,7 @@ class Lab:
         rails = [{"rail": r, "ifname": f"rail{r}", "subnet": f"10.{10 + r}.0.0/24",
                   "rate_bps": self.spec.rates[r]} for r in range(self.rails)]
         return {"name": self.name, "spec": self.spec.to_json(), "rails": rails, "links": rows,
-                "mgmt": "10.9.0.0/24" if self.spec.mgmt else None}
+                "mgmt": "10.9.0.0/24" if self.spec.mgmt else None, "ranks_per_host": self.ranks_per_host}
 
     def counters(self):
         """{(host, rail): (tx_bytes, rx_bytes)} of every host's rail interface."""
@@ -594,8 +617,9 @@ class Lab:
 
     def run(self, cmd, np=None, env=None, timeout=600.0, capture=False, env_rendezvous=False,
             master_port=29500, mca=(), tag_output=False):
-        """Run cmd as np ranks, rank i in host i (Open MPI, or torchrun-style env with
-        env_rendezvous=True); returns RunResult with the job's exit status."""
+        """Run cmd as np ranks (default hosts x ranks_per_host), rank r in host r // ranks_per_host
+        (Open MPI, or torchrun-style env with env_rendezvous=True); returns RunResult with the
+        job's exit status."""
         from nezha.lab import launch
         if env_rendezvous:
             return launch.run_env(self, cmd, np=np, env=env, timeout=timeout, capture=capture,

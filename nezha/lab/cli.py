@@ -11,6 +11,7 @@ from nezha.lab import (FAIL_MODES, Lab, LabSpec, default_name, list_labs, shapin
 
 _EPILOG = """examples:
   nezha lab up --hosts 4 --rails 2 --rate 400mbit,100mbit
+  nezha lab up --hosts 2 --rails 2 --ranks-per-host 2   # 4 ranks, 2 in each host
   nezha lab status
   nezha lab fail 1 1 --mode blackhole; nezha lab heal 1 1
   nezha lab rate 1 50mbit
@@ -32,6 +33,9 @@ def _parser():
     s = sub.add_parser("up", parents=[common], help="build a lab")
     s.add_argument("--hosts", type=int, default=4)
     s.add_argument("--rails", type=int, default=2)
+    s.add_argument("--ranks-per-host", type=int, default=1, metavar="L",
+                   help="ranks `lab run` starts in each host's namespace (they share its rails); "
+                        "rank r runs on host r // L (default 1)")
     s.add_argument("--rate", default=shaping.DEFAULT_RATE,
                    help="per-rail rate, one for all or one per rail: 400mbit[,100mbit,...]")
     s.add_argument("--mtu", type=int, default=shaping.DEFAULT_MTU)
@@ -63,10 +67,14 @@ def _parser():
     s.add_argument("rail")
     s.add_argument("rate")
 
-    s = sub.add_parser("run", parents=[common], help="run CMD as one rank per host: nezha lab run -- CMD")
-    s.add_argument("--np", type=int, default=None, help="number of ranks (default: all hosts)")
+    s = sub.add_parser("run", parents=[common],
+                       help="run CMD as ranks-per-host ranks in every host: nezha lab run -- CMD")
+    s.add_argument("--np", type=int, default=None,
+                   help="number of ranks (default and maximum: hosts x ranks-per-host); "
+                        "rank r runs on host r // ranks-per-host")
     s.add_argument("--env-rendezvous", action="store_true",
-                   help="no MPI: one process per host with RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT")
+                   help="no MPI: one process per rank with RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE/"
+                        "MASTER_ADDR/MASTER_PORT")
     s.add_argument("--master-port", type=int, default=29500)
     s.add_argument("--timeout", type=float, default=3600.0, help="kill the job after this many seconds")
     s.add_argument("--tag-output", action="store_true", help="mpirun --output tag")
@@ -112,11 +120,13 @@ def main(argv=None):
 
 def _up(a, name):
     lab = Lab(LabSpec(hosts=a.hosts, rails=a.rails, rates=a.rate, name=name, mtu=a.mtu, gso=a.gso,
-                      burst_us=a.burst_us, latency_ms=a.latency_ms, mgmt=not a.no_mgmt, delay_ms=a.delay_ms))
+                      burst_us=a.burst_us, latency_ms=a.latency_ms, mgmt=not a.no_mgmt, delay_ms=a.delay_ms,
+                      ranks_per_host=a.ranks_per_host))
     lab.up(replace=a.replace)
     rates = ", ".join(f"rail{r} {shaping.format_rate(b)}" for r, b in enumerate(lab.spec.rates))
     print(f"lab {name} up: {lab.hosts} hosts ({lab.host_ns(0)}..{lab.host_ns(lab.hosts - 1)}), switch "
-          f"{lab.switch_ns}, {rates}; mtu {lab.spec.mtu}" + (", mgmt 10.9.0.0/24" if lab.spec.mgmt else ""))
+          f"{lab.switch_ns}, {rates}; mtu {lab.spec.mtu}" + (", mgmt 10.9.0.0/24" if lab.spec.mgmt else "")
+          + f"; {lab.ranks_per_host} rank{'s' if lab.ranks_per_host > 1 else ''} per host ({lab.slots} in all)")
     print(f"  run a job:  nezha lab run{'' if name == default_name() else ' --name ' + name} -- CMD ...")
     print(f"  remove it:  nezha lab down{'' if name == default_name() else ' --name ' + name}")
 
@@ -135,7 +145,7 @@ def _list(a, name):
             with open(st) as f:
                 s = json.load(f)
             sp = s["spec"]
-            info = (f"{sp['hosts']} hosts x {sp['rails']} rails, "
+            info = (f"{sp['hosts']} hosts x {sp['rails']} rails x {sp.get('ranks_per_host', 1)} ranks/host, "
                     f"{','.join(shaping.format_rate(r) for r in sp['rates'])}, {s.get('state')}, pid {s.get('pid')}")
         print(f"{n:<10} {info or '(no state file: leftovers, `nezha lab down --name ' + n + '`)'}")
 
@@ -147,7 +157,8 @@ def _status(a, name):
         print(json.dumps(st, indent=1))
         return
     sp = lab.spec
-    print(f"lab {name}: {sp.hosts} hosts x {sp.rails} rails, mtu {sp.mtu}, gso {sp.gso}, "
+    print(f"lab {name}: {sp.hosts} hosts x {sp.rails} rails, {sp.ranks_per_host} ranks per host "
+          f"({lab.slots} ranks, rank r on host r // {sp.ranks_per_host}), mtu {sp.mtu}, gso {sp.gso}, "
           f"mgmt {st['mgmt'] or 'none'}  ({state_path(name)})")
     for r in st["rails"]:
         print(f"  rail{r['rail']}  {r['subnet']:<14} {shaping.format_rate(r['rate_bps'])}")

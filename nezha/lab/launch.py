@@ -1,4 +1,5 @@
-"""Running jobs in a lab: N Open MPI ranks (one per host namespace) or torchrun-style env rendezvous."""
+"""Running jobs in a lab: N Open MPI ranks or torchrun-style env rendezvous, ranks_per_host ranks
+in each host namespace (block placement: rank r in host r // ranks_per_host)."""
 import os
 import shutil
 import signal
@@ -14,10 +15,28 @@ from nezha.lab.netns import LabError
 TIMEOUT_STATUS = 124  # like coreutils `timeout`
 _GRACE = 3.0
 
-# Per-rank wrapper for mpirun: enter host <rank>'s namespace, then exec the user's command.
+# Per-rank wrapper for mpirun: enter the namespace of host <rank> // L (L = ranks per host, set
+# in front of it by mpirun_argv), export the rank's place, then exec the user's command.
 # `ip netns exec` (not nsenter) so that /sys/class/net shows the host's own interfaces.
-_RANK_WRAPPER = ('r=${OMPI_COMM_WORLD_RANK:?nezha lab: not started by mpirun}; '
-                 'export NEZHA_LAB_HOST=$r; exec "$NEZHA_LAB_IP" netns exec "${NEZHA_LAB_NAME}h$r" "$@"')
+_RANK_WRAPPER = ('r=${OMPI_COMM_WORLD_RANK:?nezha lab: not started by mpirun}; n=${OMPI_COMM_WORLD_SIZE:-1}; '
+                 'h=$((r / L)); m=$((n - h * L)); if [ "$m" -gt "$L" ]; then m=$L; fi; '
+                 'export NEZHA_LAB_HOST=$h LOCAL_RANK=$((r % L)) LOCAL_WORLD_SIZE=$m; '
+                 'exec "$NEZHA_LAB_IP" netns exec "${NEZHA_LAB_NAME}h$h" "$@"')
+
+
+def host_of(rank, ranks_per_host=1):
+    """The host that rank `rank` runs on: block placement, ranks_per_host consecutive ranks per host."""
+    return int(rank) // int(ranks_per_host)
+
+
+def placement(np, ranks_per_host=1):
+    """[(host, local_rank, local_world_size)] of ranks 0..np-1 under block placement (rank r on
+    host r // ranks_per_host); local_world_size counts the ranks actually placed on that host,
+    so it is smaller on the last host when np is not a multiple of ranks_per_host."""
+    np, rph = int(np), int(ranks_per_host)
+    if np < 0 or rph < 1:
+        raise ValueError(f"placement: np={np}, ranks_per_host={rph}")
+    return [(r // rph, r % rph, min(rph, np - r // rph * rph)) for r in range(np)]
 
 
 def find_mpirun():
@@ -57,7 +76,9 @@ def job_env(lab, env=None, marker=None):
 
 
 def mpirun_argv(lab, cmd, np, mca=(), tag_output=False):
-    """The full argv that starts cmd as np ranks: mpirun inside host 0's namespace (LAB.md §2)."""
+    """The full argv that starts cmd as np ranks: mpirun inside host 0's namespace (LAB.md §2);
+    each rank enters host rank // lab.ranks_per_host and gets NEZHA_LAB_HOST, LOCAL_RANK and
+    LOCAL_WORLD_SIZE."""
     boot = "mgmt" if lab.spec.mgmt else "rail0"
     argv = [_nn.tool("ip"), "netns", "exec", lab.host_ns(0), find_mpirun(), "-np", str(np),
             "--oversubscribe", "--bind-to", "none"]
@@ -72,7 +93,8 @@ def mpirun_argv(lab, cmd, np, mca=(), tag_output=False):
     params.update({str(k): str(v) for k, v in mca})  # the caller's values replace ours
     for k, v in params.items():
         argv += ["--mca", str(k), str(v)]
-    return argv + ["/bin/sh", "-c", _RANK_WRAPPER, "nezha-lab-rank", *cmd]
+    wrapper = f"L={int(lab.spec.ranks_per_host)}; " + _RANK_WRAPPER
+    return argv + ["/bin/sh", "-c", wrapper, "nezha-lab-rank", *cmd]
 
 
 def _status(rc):
@@ -123,15 +145,19 @@ def _stop(lab, procs, marker):
 
 
 def _check_np(lab, np):
-    """np defaults to the number of hosts and may not exceed it (one rank per host)."""
-    np = lab.hosts if np is None else int(np)
-    if not 1 <= np <= lab.hosts:
-        raise LabError(f"--np {np}: lab {lab.name!r} has {lab.hosts} hosts (one rank per host)")
+    """np defaults to hosts x ranks_per_host and may not exceed it."""
+    rph = lab.spec.ranks_per_host
+    slots = lab.hosts * rph
+    np = slots if np is None else int(np)
+    if not 1 <= np <= slots:
+        raise LabError(f"--np {np}: lab {lab.name!r} has {lab.hosts} hosts x {rph} ranks per host = "
+                       f"{slots} ranks at most (build it with a larger --ranks-per-host for more)")
     return np
 
 
 def run_mpi(lab, cmd, np=None, env=None, timeout=600.0, capture=False, mca=(), tag_output=False):
-    """Run cmd as np Open MPI ranks, rank i in host i; returns RunResult (status = mpirun's)."""
+    """Run cmd as np Open MPI ranks (default hosts x ranks_per_host), rank r in host
+    r // ranks_per_host; returns RunResult (status = mpirun's)."""
     from nezha.lab import RunResult
     if not cmd:
         raise LabError("lab run: no command given")
@@ -169,8 +195,9 @@ def run_mpi(lab, cmd, np=None, env=None, timeout=600.0, capture=False, mca=(), t
 
 
 def run_env(lab, cmd, np=None, env=None, timeout=600.0, capture=False, master_port=29500):
-    """Start one process per host with RANK, WORLD_SIZE, LOCAL_RANK=0, MASTER_ADDR, MASTER_PORT;
-    prefix output with [rank]; on the first failure kill the rest; return the first non-zero status."""
+    """Start np processes (default hosts x ranks_per_host), rank r in host r // ranks_per_host, with
+    RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT; prefix output with
+    [rank]; on the first failure kill the rest; return the first non-zero status."""
     from nezha.lab import RunResult
     if not cmd:
         raise LabError("lab run: no command given")
@@ -193,12 +220,12 @@ def run_env(lab, cmd, np=None, env=None, timeout=600.0, capture=False, master_po
 
     procs, threads = [], []
     try:
-        for r in range(np):
-            e = dict(base, RANK=str(r), WORLD_SIZE=str(np), LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
-                     GROUP_RANK=str(r), NODE_RANK=str(r), NEZHA_LAB_HOST=str(r),
-                     MASTER_ADDR=lab.mgmt_addr(0), MASTER_PORT=str(master_port))
+        for r, (host, local, local_size) in enumerate(placement(np, lab.spec.ranks_per_host)):
+            e = dict(base, RANK=str(r), WORLD_SIZE=str(np), LOCAL_RANK=str(local),
+                     LOCAL_WORLD_SIZE=str(local_size), GROUP_RANK=str(host), NODE_RANK=str(host),
+                     NEZHA_LAB_HOST=str(host), MASTER_ADDR=lab.mgmt_addr(0), MASTER_PORT=str(master_port))
             e.update({k: str(v) for k, v in (env or {}).items()})  # the caller's values win
-            p = subprocess.Popen(_nn.netns_exec_argv(lab.host_ns(r), list(cmd)), env=e,
+            p = subprocess.Popen(_nn.netns_exec_argv(lab.host_ns(host), list(cmd)), env=e,
                                  stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                  text=True, errors="replace", start_new_session=True)
             procs.append(p)

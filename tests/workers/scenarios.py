@@ -30,7 +30,8 @@ def main(scenario):
             b = np.zeros(7, np.float32) if r else np.arange(7, dtype=np.float32)
             comm.broadcast(b)
             assert (b == np.arange(7)).all()
-            report(stage="done", error=None, local_rank=comm.local_rank, size=n)
+            report(stage="done", error=None, local_rank=comm.local_rank, size=n, pid=os.getpid(),
+                   transports=[comm._mesh.transport(p) for p in range(n) if p != r])
             comm.close()
             return
         t0 = time.monotonic()
@@ -60,6 +61,22 @@ def main(scenario):
             if r == 1:
                 time.sleep(8)
             comm.allreduce(a)
+        elif scenario == "shm_corrupt":
+            a = np.ones(4096, np.float32)
+            comm.allreduce(a)  # connected and used once
+            if r == 0:
+                comm._mesh.shm.eps[(1, 0)].corrupt()  # what rank 1 reads from rank 0
+            for _ in range(3):
+                comm.allreduce(np.ones(1 << 16, np.float32))
+        elif scenario == "shm_kill":
+            # rank 1 dies in the middle of a large allreduce carried over shared memory
+            report(stage="running", pid=os.getpid(), transports=[
+                comm._mesh.transport(p) for p in range(n) if p != r])
+            for i in range(1000):
+                if r == 1 and i == 2:
+                    os.kill(os.getpid(), signal.SIGKILL)
+                comm.allreduce(np.ones(1 << 20, np.float32))
+                t0 = time.monotonic()
         elif scenario == "hang":
             if r == 1:
                 time.sleep(8)

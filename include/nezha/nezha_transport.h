@@ -1,0 +1,58 @@
+/* The transport contract: what the engine calls to move bytes to one peer.
+ *
+ * One endpoint = one ordered, reliable byte stream in each direction between this rank and
+ * one peer on one channel. The engine holds {ops, ctx} per endpoint and never calls a
+ * socket (or any other transport) function itself; a transport fills one ops table.
+ *
+ * Why a stream and not isend/irecv/test requests (NCCL's net plugin): the engine pipelines
+ * at byte granularity (an op streams as many bytes as its dependency has produced so far,
+ * see nezha_engine.h), so what it needs from a transport is "take up to n more bytes" and
+ * "give me what has arrived", both non-blocking. A message transport (verbs) implements
+ * the same calls over its own posted buffers; the engine does not change.
+ *
+ * Setting up (listen, connect/accept, authentication, shared-memory rendezvous) is the
+ * Python factory's job (nezha/transports/): it hands the engine ready endpoints.
+ *
+ * Return values: >0 bytes moved; 0 = would block (try again, or sleep on pollfds);
+ * NZ_TR_CLOSED = the peer closed or died (no more bytes will come); other negative values
+ * are -errno. */
+#ifndef NEZHA_TRANSPORT_H
+#define NEZHA_TRANSPORT_H
+
+#include <poll.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#define NZ_TRANSPORT_VERSION 1
+#define NZ_TR_CLOSED (-(1L << 20))
+
+enum {
+    NZ_CAP_ORDERED = 1,   /* bytes arrive in the order sent (required by the engine) */
+    NZ_CAP_PEEK = 2,      /* peek/consume: reduce straight out of the transport's memory */
+    NZ_CAP_SHARED = 4     /* same host: no network in between */
+};
+
+typedef struct nz_transport_ops {
+    int version;          /* NZ_TRANSPORT_VERSION */
+    const char *name;     /* "tcp", "shm", ... */
+    uint32_t caps;        /* NZ_CAP_* */
+    /* take up to the iovecs' bytes; partial writes are fine */
+    ssize_t (*sendv)(void *ctx, const struct iovec *iov, int niov);
+    /* copy up to len arrived bytes into buf */
+    ssize_t (*recv)(void *ctx, char *buf, size_t len);
+    /* NZ_CAP_PEEK: *ptr = the next arrived bytes (contiguous), returns how many */
+    ssize_t (*peek)(void *ctx, const char **ptr);
+    void (*consume)(void *ctx, size_t n);
+    /* About to sleep: fill up to max pollfds that wake this endpoint when it can move in
+     * the wanted direction(s). Returns how many, NZ_TR_READY if it can move right now (do
+     * not sleep), or NZ_TR_CLOSED / -errno when it never will. */
+    int (*pollfds)(void *ctx, int want_in, int want_out, struct pollfd *pf, int max);
+    /* the bytes counted since the endpoint was made (sent, received) are the engine's */
+    void (*close)(void *ctx);
+} nz_transport_ops_t;
+
+#define NZ_TR_READY (-(1 << 21))
+
+#endif

@@ -1,0 +1,97 @@
+# Included by engine.pyx: endpoints the engine drives through the transport contract
+# (include/nezha/nezha_transport.h). Each object owns its transport's C endpoint; the
+# Engine keeps a reference for as long as it points at it.
+
+from cpython.bytes cimport PyBytes_AsString
+
+
+cdef class Endpoint:
+    """One endpoint of some transport: the {ops, ctx} pair the engine calls."""
+    cdef const nz_transport_ops_t *ops
+    cdef void *ctx
+
+    @property
+    def kind(self):
+        """The transport's name ("tcp", "shm", ...)."""
+        return self.ops.name.decode() if self.ops != NULL else None
+
+
+cdef class TcpEndpoint(Endpoint):
+    """A connected, non-blocking TCP socket (the socket stays the mesh's to close)."""
+    cdef nz_tcp_ep_t t
+    cdef object sock
+
+    def __cinit__(self, sock):
+        self.sock = sock
+        self.t.fd = sock.fileno()
+        self.ops, self.ctx = &nz_tcp_ops, &self.t
+
+
+def _shm_error(int rc, str what, str name):
+    import errno, os
+    eno = -rc
+    if eno == errno.EPERM:
+        return PermissionError(eno, f"nezha: shared-memory segment {name} is not this job's "
+                               "(wrong owner, mode or nonce)")
+    if eno == errno.ENOSPC:
+        return OSError(eno, f"nezha: /dev/shm is too small for {name} "
+                       f"({os.strerror(eno)}); free space there or set NEZHA_RAILS=tcp")
+    return OSError(eno, f"nezha: cannot {what} shared-memory segment {name}: {os.strerror(eno)}")
+
+
+cdef class ShmEndpoint(Endpoint):
+    """Two rings in one shared-memory segment with a peer on this host (nezha_shm.h)."""
+    cdef nz_shm_ep_t s
+    cdef bint live
+
+    def __cinit__(self):
+        self.s.hdr = NULL
+        self.s.my_bell = self.s.peer_bell = self.s.pidfd = -1
+        self.ops, self.ctx = &nz_shm_ops, &self.s
+
+    @staticmethod
+    def create(str name, str bell0, str bell1, uint64_t cap, bytes nonce):
+        """Create the segment (side 0) under name, with both doorbells."""
+        cdef ShmEndpoint ep = ShmEndpoint()
+        cdef bytes n = name.encode(), b0 = bell0.encode(), b1 = bell1.encode()
+        if len(nonce) != NZ_SHM_NONCE:
+            raise ValueError("nonce must be 32 bytes")
+        cdef int rc = nz_shm_create(&ep.s, n, b0, b1, cap, <const uint8_t *>PyBytes_AsString(nonce))
+        ep.live = rc == 0
+        if rc:
+            ep.close()
+            raise _shm_error(rc, "create", name)
+        return ep
+
+    @staticmethod
+    def open(str name, str bell0, str bell1, uint64_t cap, bytes nonce):
+        """Open the peer's segment (side 1); every name is unlinked by this call."""
+        cdef ShmEndpoint ep = ShmEndpoint()
+        cdef bytes n = name.encode(), b0 = bell0.encode(), b1 = bell1.encode()
+        if len(nonce) != NZ_SHM_NONCE:
+            raise ValueError("nonce must be 32 bytes")
+        cdef int rc = nz_shm_open_peer(&ep.s, n, b0, b1, cap, <const uint8_t *>PyBytes_AsString(nonce))
+        ep.live = rc == 0
+        if rc:
+            ep.close()
+            raise _shm_error(rc, "open", name)
+        return ep
+
+    def watch(self, int pid):
+        """Poll the peer process (pidfd): its death closes the endpoint at once."""
+        if self.s.pidfd < 0:
+            self.s.pidfd = nz_shm_pidfd(pid)
+        return self.s.pidfd >= 0
+
+    def corrupt(self):
+        """Tests only: publish an impossible head, as a corrupted segment would show it."""
+        if self.s.hdr == NULL:
+            raise ValueError("closed")
+        nz_shm_corrupt(&self.s)
+
+    def close(self):
+        """Tell the peer this side is gone, then unmap (idempotent)."""
+        if self.live:
+            self.ops.close(self.ctx)
+            self.live = False
+        nz_shm_unmap(&self.s)
