@@ -117,13 +117,16 @@ def main():
     p.add_argument("--down-s", type=float, default=1.0, help="how long each cut lasts")
     p.add_argument("--gap-s", type=float, default=2.5, help="time after a heal before the next")
     p.add_argument("--rate", default="400mbit")
+    p.add_argument("--ranks-per-host", type=int, default=1,
+                   help="ranks in each of the 4 hosts (shared memory between them)")
     p.add_argument("--json", default=os.path.join(ROOT, "bench", "out", "failover.json"))
     args = p.parse_args()
     if args.worker:
         return worker(args)
 
     from nezha.lab import Lab, LabSpec
-    lab = Lab(LabSpec(hosts=4, rails=2, rates=args.rate, name="nzfo"))
+    lab = Lab(LabSpec(hosts=4, rails=2, rates=args.rate, name="nzfo",
+                      ranks_per_host=args.ranks_per_host))
     lab.up(replace=True)
     results = []
     env = dict(os.environ, PYTHONPATH=ROOT, NEZHA_SOCKET_IFNAME="rail0,rail1",
@@ -166,7 +169,8 @@ def main():
                     raise SystemExit(f"failover run failed: size {size} mode {mode}")
                 with open(out) as f:
                     data = json.load(f)
-                row = analyse(data, failures, size, parse_rate(args.rate), 4)
+                row = analyse(data, failures, size, parse_rate(args.rate),
+                              4 * args.ranks_per_host)
                 row["mode"] = mode
                 row["events"] = data["events"]
                 row["raw"] = dict(rows=data["rows"], failures=failures)
