@@ -107,3 +107,15 @@ def test_unknown_rail_kind_names_the_kinds():
 def test_tcp_is_required_for_now():
     with pytest.raises(InvalidUsageError, match="tcp"):
         nezha.Communicator(config={"RAILS": "shm"})
+
+
+def test_dev_shm_too_small_falls_back_to_tcp():
+    # rings larger than /dev/shm can hold: creation fails (ENOSPC, not a SIGBUS later) on
+    # every creating rank, every rank falls back to tcp alike, and no name is left behind
+    before = set(shm.leftovers())
+    results = spawn(3, "ok", env={"NEZHA_SHM_BUFFER": "1T", "NEZHA_DEBUG": "WARN"})
+    for r in range(3):
+        res = _result(results, r)
+        assert res["error"] is None and res["transports"] == ["tcp", "tcp"], results[r][2]
+    assert "shared memory unusable" in results[0][2] + results[1][2]
+    assert set(shm.leftovers()) - before == set()

@@ -89,46 +89,30 @@ class ShmLinks:
     def __init__(self, boot, peers, nchan, ring_bytes, tag):
         self.rank = boot.rank
         self.eps = {}
-        mine = peers[self.rank]
+        me = peers[self.rank]
         self.local = [p for p in range(len(peers)) if p != self.rank
-                      and peers[p]["host_id"] == mine["host_id"]]
+                      and peers[p]["host_id"] == me["host_id"]]
         self.ring_bytes = ring_bytes
-        if not self.local:
-            # still take part in both rounds: other hosts may have local pairs
-            boot.allgather(None)
-            boot.allgather(None)
-            return
-        uid, pid = os.geteuid(), os.getpid()
-        made, err = {}, None
-        try:
-            for peer in self.local:
-                if peer < self.rank:
-                    continue
-                for chan in range(nchan):
-                    base = f"nezha-{uid}-{pid}-{tag}-{chan}-{peer}"
-                    made[(peer, chan)] = ShmEndpoint.create(
-                        "/" + base, *self._bells(base), ring_bytes, self._nonce(boot, base))
-        except OSError as exc:
-            err = str(exc)
-        errs = [e for e in boot.allgather(err) if e]
-        if not errs:
-            try:
-                for peer in self.local:
-                    if peer > self.rank:
-                        continue
-                    p = peers[peer]
-                    for chan in range(nchan):
-                        base = f"nezha-{uid}-{p['pid']}-{p['shm_tag']}-{chan}-{self.rank}"
-                        made[(peer, chan)] = ShmEndpoint.open(
-                            "/" + base, *self._bells(base), ring_bytes, self._nonce(boot, base))
-            except OSError as exc:
-                err = str(exc)
-            errs = [e for e in boot.allgather(err) if e]
-        else:
-            boot.allgather(None)
+        uid = os.geteuid()
+        # the lower rank of a pair creates, the higher opens; ranks with no local peer take
+        # part in the rounds all the same (every rank sees the same errors, so every rank
+        # stops after the same round)
+        mine = [(p, c, f"nezha-{uid}-{os.getpid()}-{tag}-{c}-{p}")
+                for p in self.local if p > self.rank for c in range(nchan)]
+        theirs = [(p, c, f"nezha-{uid}-{peers[p]['pid']}-{peers[p]['shm_tag']}-{c}-{self.rank}")
+                  for p in self.local if p < self.rank for c in range(nchan)]
+        made = {}
+        errs = (self._round(boot, made, mine, ShmEndpoint.create)
+                or self._round(boot, made, theirs, ShmEndpoint.open))
         if errs:
             for ep in made.values():
                 ep.close()
+            for _, _, base in mine:  # made here and never opened: the names are still there
+                for path in (f"{SHM_DIR}/{base}", *self._bells(base)):
+                    try:
+                        os.unlink(path)
+                    except OSError:
+                        pass
             self.local = []
             log.warn("INIT", f"shared memory unusable, ranks on one host talk over tcp: {errs[0]}")
             return
@@ -137,6 +121,17 @@ class ShmLinks:
         self.eps = made
         log.info("INIT", f"shm with local ranks {self.local} on {nchan} channel(s), "
                  f"{ring_bytes >> 10} KiB rings")
+
+    def _round(self, boot, made, pairs, make):
+        """Make the endpoints of pairs, then one bootstrap round: every rank's error."""
+        err = None
+        try:
+            for peer, chan, base in pairs:
+                made[(peer, chan)] = make("/" + base, *self._bells(base), self.ring_bytes,
+                                          self._nonce(boot, base))
+        except OSError as exc:
+            err = str(exc)
+        return [e for e in boot.allgather(err) if e]
 
     @staticmethod
     def _bells(base):
