@@ -126,6 +126,17 @@ def test_algorithm_summary():
     assert c.algorithm_summary(lambda n: "auto", [4, 8]) == "auto"
 
 
+def test_ranks_per_host_sizes_and_inter_host_floor():
+    import ranks_per_host as rph   # bench/ranks_per_host.py (pure helpers only)
+    assert rph.parse_sizes("1M,4,1K,4") == [4, 1024, 1 << 20]
+    with pytest.raises(ValueError):
+        rph.parse_sizes("6")
+    goodput = 400e6 * 8948 / 9014 / 8            # bytes/s of one 400 Mbit/s rail at MTU 9000
+    assert rph.floor_us(1 << 20, 2, [400e6, 400e6]) == pytest.approx((1 << 20) / (2 * goodput) * 1e6)
+    assert rph.floor_us(1 << 20, 4, [400e6, 100e6]) == pytest.approx(
+        1.5 * (1 << 20) / (goodput * 1.25) * 1e6)
+    assert rph.floor_us(4, 1, [400e6]) is None
+
 def _mpirun():
     here = os.path.join(os.path.dirname(sys.executable), "mpirun")
     return here if os.path.exists(here) else shutil.which("mpirun")
