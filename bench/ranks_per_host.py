@@ -506,7 +506,7 @@ def main(argv=None):
     """Entry point: build the lab, run, write markdown + JSON, remove the lab."""
     argv = sys.argv[1:] if argv is None else list(argv)
     a = _parser().parse_args(argv)
-    from nezha.benchcli import _sigterm
+    from nezha.benchcli import _sigterm, lab_down
     from nezha.lab import Lab, LabSpec, available
     try:
         opts = Options(sizes=tuple(_sizes(a)),
@@ -553,11 +553,7 @@ def main(argv=None):
         log("# interrupted")
         return 130
     finally:
-        try:
-            lab.down()
-            log(f"# lab {lab.name} removed")
-        except Exception as e:  # noqa: BLE001 - report, do not mask the original error
-            log(f"# could not remove lab {lab.name}: {e} (run `nezha lab down --name {lab.name}`)")
+        lab_down(lab, log)
         for s, h in old.items():
             signal.signal(s, h)
     for p in (out, jpath):

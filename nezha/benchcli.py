@@ -44,6 +44,16 @@ def _sigterm(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def lab_down(lab, log):
+    """Remove a bench's lab, reporting (not raising) a failure: an error in the bench
+    itself must not be masked."""
+    try:
+        lab.down()
+        log(f"# lab {lab.name} removed")
+    except Exception as e:  # noqa: BLE001 - report, do not mask the original error
+        log(f"# could not remove lab {lab.name}: {e} (run `nezha lab down --name {lab.name}`)")
+
+
 def _parser():
     p = argparse.ArgumentParser(prog="nezha bench", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -144,11 +154,7 @@ def main(argv=None):
         return 130
     finally:
         if own:
-            try:
-                lab.down()
-                log(f"# lab {lab.name} removed")
-            except Exception as e:  # noqa: BLE001 - report, do not mask the original error
-                log(f"# could not remove lab {lab.name}: {e} (run `nezha lab down --name {lab.name}`)")
+            lab_down(lab, log)
         for s, h in old.items():
             signal.signal(s, h)
     with open(os.path.join(out, "compare.md")) as f:

@@ -120,12 +120,6 @@ class Mesh:
             return "self"
         return "shm" if self.shm is not None and (peer, chan) in self.shm.eps else "tcp"
 
-    @property
-    def local_peers(self):
-        """Ranks on this host (shm or not), this one excluded."""
-        return [p for p in range(self.size) if p != self.rank
-                and self.host_of[p] == self.host_of[self.rank]]
-
     def ctrl_fds(self):
         """fd per (rail, peer) of the control connections (rail * size + peer), -1 for self."""
         return [self.socks[(p, ri, auth.PURPOSE_CTRL)].fileno() if p != self.rank else -1

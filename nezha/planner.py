@@ -55,20 +55,14 @@ class Planner:
         # With failover, large slices are cut into pieces that run one after another on
         # their channel, so that a failure loses one piece, not the whole slice.
         self.piece_bytes = 0
-        self.hosts = [0] * ranks  # host index of every rank (set_hosts)
+        self.set_hosts([0] * ranks)
 
     def set_hosts(self, host_of):
-        """Which host every rank is on: several ranks per host allow hierarchical plans."""
+        """Which host every rank is on. Hierarchical allreduce applies (hier_ok) with more
+        than one host, more than one rank per host and the same number on each."""
         self.hosts = list(host_of)
-
-    @property
-    def hier_ok(self):
-        """Hierarchical allreduce applies: more than one host, more than one rank per
-        host, the same number on each (else the flat ring)."""
-        counts = {}
-        for h in self.hosts:
-            counts[h] = counts.get(h, 0) + 1
-        return len(counts) > 1 and len(set(counts.values())) == 1 and max(counts.values()) > 1
+        counts = [self.hosts.count(h) for h in set(self.hosts)]
+        self.hier_ok = len(counts) > 1 and len(set(counts)) == 1 and counts[0] > 1
 
     def hier_groups(self, rank):
         """(ranks on rank's host, one rank per host at rank's local position); the second

@@ -821,10 +821,6 @@ cdef class Engine:
         p.tx = endpoint.ctx if endpoint is not None else NULL
         self.endpoints[ep] = endpoint
 
-    def endpoint(self, int ep):
-        """The Endpoint behind endpoint index ep (None for self or a closed one)."""
-        return self.endpoints[ep]
-
     def start(self, Schedule s):
         """Do the local copies and prepare the run of s."""
         cdef int i, rc

@@ -1,5 +1,3 @@
 """Transports: the Python factories that set up endpoints the engine drives through the C
 contract of include/nezha/nezha_transport.h (tcp: nezha/rails/tcp and nezha/mesh.py; shm:
 shm.py). See docs/rails.md."""
-
-KINDS = ("tcp", "shm")  # what this build can make (ina and rdma are planned)
