@@ -10,7 +10,8 @@ setup:
 	@bash tools/setup.sh
 
 build: setup
-	@$(PY) setup.py -q build_ext --inplace -j 2 2>&1 | grep -E "error|Error" || true
+	@# one build at a time (two builds writing the same .so corrupt it)
+	@mkdir -p build && flock build/.lock $(PY) setup.py -q build_ext --inplace -j 2 2>&1 | grep -E "error|Error" || true
 	@$(PY) -c "import nezha._core.engine, nezha._core.reduce"
 	@# the `nezha` console script: an editable install, once (the build above stays in place)
 	@test -x $(VENV)/bin/nezha || $(VENV)/bin/pip install -q --no-build-isolation --no-deps -e . 2>&1 | grep -v "is ignored" || true

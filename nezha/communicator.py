@@ -18,6 +18,7 @@ from nezha.mesh import Mesh
 from nezha.planner import ALGO_DIRECT, ALGO_HIER, ALGO_NAMES, ALGO_RD, ALGO_TREE, Plan, Planner
 from nezha.rails.tcp.device import TcpRail
 from nezha.rails.tcp.ifaces import select_interfaces
+from nezha.transports.loop import loop_rails
 from nezha.types import DType, ReduceOp, check_op_dtype
 
 # (dtype -> {op: ReduceOp}) for the ops each dtype allows; the slow path explains refusals.
@@ -70,22 +71,26 @@ class Communicator(Executor, Failover, Diagnose):
         self._boot = boot = discover(mpi_comm, cfg["CONNECT_TIMEOUT"])
         self.rank, self.size, self.local_rank = boot.rank, boot.size, boot.local_rank
         log.set_rank(self.rank)
-        if "tcp" not in cfg["RAILS"]:
+        if "tcp" not in cfg["RAILS"] and "loop" not in cfg["RAILS"]:
             raise InvalidUsageError(f"nezha: NEZHA_RAILS={cfg.raw('RAILS')} leaves no tcp rail: "
-                                    "tcp carries every rail between hosts and the control "
-                                    "connections (shm only joins ranks of one host; ina and "
-                                    "rdma are planned)")
-        ifaces = select_interfaces(cfg["SOCKET_IFNAME"])[: cfg["MAX_RAILS"]]
-        tcp = [TcpRail(i, cfg["PORT_RANGE"]) for i in ifaces]
+                                    "tcp (or loop, its test form) carries every rail between "
+                                    "hosts and the control connections (shm only joins ranks "
+                                    "of one host; ina and rdma are planned)")
+        if "loop" in cfg["RAILS"]:
+            tcp = loop_rails(cfg["LOOP_RAILS"], cfg["PORT_RANGE"])[: cfg["MAX_RAILS"]]
+        else:
+            ifaces = select_interfaces(cfg["SOCKET_IFNAME"])[: cfg["MAX_RAILS"]]
+            tcp = [TcpRail(i, cfg["PORT_RANGE"]) for i in ifaces]
         log.info("INIT", f"rank {self.rank}/{self.size} local_rank {self.local_rank} "
                  f"bootstrap {boot.kind} rails {[r.name for r in tcp]}")
         self._mesh = mesh = Mesh(boot, tcp, cfg["SOCKET_NCONNS"], cfg["CONNECT_TIMEOUT"],
                                  int(cfg["SOCKET_BUFFER"]), use_shm="shm" in cfg["RAILS"],
-                                 shm_bytes=int(cfg["SHM_BUFFER"]), host=cfg["HOST_ID"])
+                                 shm_bytes=int(cfg["SHM_BUFFER"]), host=cfg["HOST_ID"],
+                                 faults=cfg["FAULTS"] or None)
         self.nchan = mesh.nchan
         seg = cfg["SEGMENT_SIZE"]
         self._engine = _eng.Engine(mesh.endpoints(), self.size, self.nchan,
-                                   mesh.ctrl_fds() if self.size > 1 else [],
+                                   mesh.ctrl_endpoints() if self.size > 1 else [],
                                    int(seg if seg != math.inf else 1 << 20),
                                    cfg["HEARTBEAT"])
         self._engine.set_spin(cfg["SPIN_US"] * 1e-6)
@@ -107,6 +112,7 @@ class Communicator(Executor, Failover, Diagnose):
             self.planner.piece_bytes = max(int(cfg["MIN_RAIL_PIECE"]), 1 << 20)
         self.planner.set_hosts(mesh.host_of)
         self._hier = self.planner.hier_groups(self.rank)
+        self._hosts = self.planner.hier_hosts()  # for hier allgather, reduce_scatter, broadcast
         # this rank's place among the ranks of its host as nezha counts hosts (a launcher
         # may see one node where the lab has several)
         self.local_rank = self._hier[0].index(self.rank)
@@ -262,7 +268,7 @@ class Communicator(Executor, Failover, Diagnose):
         at_root = self.rank == root
         a, dt = as_array(buf, "buf", writable=not at_root)
         es, count = dt.itemsize, a.size
-        rd = self._broadcast_as_allreduce(count * es)
+        rd = self._broadcast_as_allreduce(count * es, root)
         src = self._spare("zeros", count * es) if rd and not at_root else a
 
         def into(dst_addr, scratch=None):
@@ -271,23 +277,25 @@ class Communicator(Executor, Failover, Diagnose):
                 if algo == ALGO_RD:
                     s.reduce_as(int(DType.UINT8), int(ReduceOp.BOR))
                     s.rd_allreduce(chan, o, address(src) + off * es, cnt)
+                elif algo == ALGO_HIER:  # the root's buffer is only read: a re-run reads it
+                    s.hier_broadcast(chan, root, o, cnt, self._hosts)
                 else:
                     s.broadcast(chan, root, o, cnt, algo == ALGO_TREE)
             return build
 
         return self._submit("broadcast", _eng.COLL_BROADCAST, dt, 0, count, root,
                             lambda: self.planner.broadcast(count, es,
-                                                           ALGO_RD if rd else ALGO_TREE),
+                                                           ALGO_RD if rd else ALGO_TREE, root),
                             into(address(a)), buf, [a, src], ckey=(address(a), address(src)),
                             src=src if rd else None, inplace=rd and at_root,
                             retarget=(lambda: _into_scratch(into, count * es)) if rd else None)
 
-    def _broadcast_as_allreduce(self, nbytes):
+    def _broadcast_as_allreduce(self, nbytes, root=0):
         """With failover a small broadcast is an allreduce in which the other ranks OR in
         zeros: finishing proves every rank entered, so it can be lazy (no vote). Without,
         the tree (fewer steps when the number of ranks is not a power of two)."""
         return (self._failover and nbytes <= LAZY_MAX_BYTES
-                and self.planner.algorithm("broadcast", nbytes) == ALGO_TREE)
+                and self.planner.algorithm("broadcast", nbytes, root) == ALGO_TREE)
 
     def _spare(self, name, nbytes):
         """A library-owned buffer of nbytes (zero-filled when made), reused across calls.
@@ -316,6 +324,9 @@ class Communicator(Executor, Failover, Diagnose):
 
         def into(dst):
             def build(s, algo, chan, off, cnt, src):
+                if algo == ALGO_HIER:
+                    s.hier_allgather(chan, address(dst), address(src), c, off, cnt, self._hosts)
+                    return
                 gather = s.rd_allgather if algo == ALGO_RD else s.allgather
                 gather(chan, address(dst), address(src), c, off, cnt)
             return build
@@ -349,9 +360,14 @@ class Communicator(Executor, Failover, Diagnose):
 
         def into(dst):
             def build(s, algo, chan, off, cnt, src):
-                scatter = s.rh_reduce_scatter if algo == ALGO_RD else s.reduce_scatter
-                scatter(chan, address(dst), address(src), c, off, cnt,
-                        np.empty(self.size * cnt * es + 1, np.uint8))
+                if algo == ALGO_HIER:  # partial sums within the host, then across hosts
+                    s.hier_reduce_scatter(chan, address(dst), address(src), c, off, cnt,
+                                          self._hosts, np.empty((self.size + len(self._hosts))
+                                                                * cnt * es + 1, np.uint8))
+                else:
+                    scatter = s.rh_reduce_scatter if algo == ALGO_RD else s.reduce_scatter
+                    scatter(chan, address(dst), address(src), c, off, cnt,
+                            np.empty(self.size * cnt * es + 1, np.uint8))
                 if op == ReduceOp.AVG:
                     s.add_avg(address(dst) + off * es, cnt, float(self.size))
             return build

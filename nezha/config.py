@@ -162,7 +162,7 @@ def _parse_list(s: str, allowed: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(items)
     canon = {a.lower(): a for a in allowed}
     wild = canon.get("all")   # the allow-list's "everything" word, if it has one
-    every = tuple(a for a in allowed if a != wild)
+    every = tuple(a for a in allowed if a != wild and a not in NOT_IN_ALL)
     picked = []
     for x in items:
         if x.lower() not in canon:
@@ -178,7 +178,8 @@ def _parse_list(s: str, allowed: tuple[str, ...]) -> tuple[str, ...]:
 
 
 SUBSYSTEMS = ("INIT", "BOOT", "RAIL", "COLL", "PLAN", "HEALTH", "ENV", "ALL")
-RAIL_KINDS = ("tcp", "shm", "ina", "rdma", "all")
+RAIL_KINDS = ("tcp", "shm", "loop", "ina", "rdma", "all")
+NOT_IN_ALL = ("loop",)  # a test transport: only when named
 
 PARAMS: dict[str, Param] = {p.name: p for p in [
     Param("DEBUG", "enum", "WARN", allowed=("VERSION", "WARN", "INFO", "TRACE"), help=(
@@ -216,10 +217,19 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
         "default and its autotuning.")),
     Param("RAILS", "list", "tcp,shm", allowed=RAIL_KINDS, help=(
         "Kinds of rail nezha may use: tcp (sockets over the NEZHA_SOCKET_IFNAME interfaces), "
-        "shm (shared memory between ranks on one host), ina (the in-network aggregation "
-        "service), rdma (RDMA devices); all allows every kind, and a leading ^ every kind "
-        "except the listed ones (^shm: ranks on one host talk over tcp too). ina and rdma "
-        "are not built yet.")),
+        "shm (shared memory between ranks on one host), loop (NEZHA_LOOP_RAILS rails over "
+        "loopback addresses instead of the NICs: tests, fault injection and trying nezha on "
+        "one machine; only when named), ina (the in-network aggregation service), rdma (RDMA "
+        "devices); all allows every kind but loop, and a leading ^ every kind except the "
+        "listed ones (^shm: ranks on one host talk over tcp too). ina and rdma are not built "
+        "yet.")),
+    Param("LOOP_RAILS", "int", "2", bound=">= 1", help=(
+        "How many rails NEZHA_RAILS=loop makes, on the loopback addresses 127.0.0.1, "
+        "127.0.0.2, ... (named loop0, loop1, ...).")),
+    Param("FAULTS", "str", "", syntax="file path", help=(
+        "Tests only: put every endpoint behind the fault layer, which obeys a table of fault "
+        "words in this file (nezha/transports/fault.py writes it) to stall, reset, close or "
+        "corrupt a rail or a channel while the job runs. Unset: no fault layer.")),
     Param("SHM_BUFFER", "size", "4M", help=(
         "Bytes of each shared-memory ring (one per direction, per pair of ranks on a host and "
         "per channel). Larger rings let a sender run further ahead of its receiver.")),
@@ -242,13 +252,17 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
         "learned from finished collectives: the rails finish together) or equal (the same "
         "share on every rail, as a static striping library does; for comparisons).")),
     Param("ALGO", "enum", "auto", allowed=("auto", "ring", "rd", "hier"), help=(
-        "Allreduce algorithm: ring (flat: reduce-scatter then allgather over all ranks, "
-        "pipelined in NEZHA_SEGMENT_SIZE segments; best for large buffers), rd (recursive "
-        "doubling: log2(size) exchanges of the whole buffer; best for small ones), hier "
-        "(several ranks per host: reduce-scatter within the host over shared memory, an "
-        "allreduce of each rank's share across hosts, allgather within the host; the ring "
-        "where hosts hold different numbers of ranks), or auto (rd below "
-        "NEZHA_SMALL_MSG_THRESHOLD, then hier where it applies, else ring).")),
+        "Algorithm of allreduce, allgather, reduce_scatter and broadcast: ring (flat: over "
+        "all ranks; for allreduce reduce-scatter then allgather, pipelined in "
+        "NEZHA_SEGMENT_SIZE segments; best for large buffers), rd (flat; allreduce by "
+        "recursive doubling: log2(size) exchanges of the whole buffer; best for small ones), "
+        "hier (several ranks per host, the same number on each: within the host over shared "
+        "memory, each local rank carrying its share across hosts, e.g. reduce-scatter in the "
+        "host, allreduce of the shares across hosts, allgather in the host; the flat "
+        "algorithms where hosts hold different numbers of ranks), or auto (below "
+        "NEZHA_SMALL_MSG_THRESHOLD the latency algorithms, above it the ring or chain; hier "
+        "instead wherever it applies and the cost model finds it faster, below the threshold "
+        "only when clearly faster).")),
     Param("SEGMENT_SIZE", "size", "256k", help=(
         "Pipelining unit: received data is reduced and forwarded in segments of this many "
         "bytes, so that the network and the reduction overlap. Smaller segments start "

@@ -19,6 +19,7 @@ States of a bucket (seeds §1.5, "cold/hot start"):
 A channel whose rate moves by more than SHIFT_FACTOR for SHIFT_SYNCS syncs in a row (a rail
 slowed down or sped up), or that joins or leaves, sends every bucket back to COLD.
 """
+import collections
 import math
 
 import numpy as np
@@ -254,3 +255,96 @@ def _size_text(n):
         if n >= div:
             return f"{n // div}{unit}"
     return str(n)
+
+
+# ---- choosing an algorithm: flat or hierarchical --------------------------------------
+# Nominal links, not the measured rates above: the choice must be the same on every rank
+# and must not move while a split is being learned (measured rates are per channel and
+# per algorithm, not per link). A step costs its latency plus the bytes of its busiest
+# link over that link's rate; pipelined phases overlap, so their bytes count once, on the
+# busier of the two links.
+RAIL_ALPHA = 25e-6  # s per step between hosts (one TCP hop)
+RAIL_RATE = 1.25e9  # B/s of one rail, shared by the host's ranks
+SHM_ALPHA = 5e-6    # s per step within a host
+SHM_RATE = 4e9      # B/s one rank moves through shared memory
+HIER_CLEAR = 0.75   # below NEZHA_SMALL_MSG_THRESHOLD hier must take at most this share of
+                    # the latency path's time: near a tie the small path keeps the payload
+
+
+class Layout:
+    """Which host every rank is on, and what that costs each algorithm (Layout.time)."""
+
+    def __init__(self, host_of):
+        h = self.host_of = list(host_of)
+        self.n = n = len(h)
+        counts = collections.Counter(h)
+        self.H = len(counts)
+        self.L = n // self.H if len(set(counts.values())) == 1 else None  # ranks per host
+        self.ring = self._links([(r, (r + 1) % n) for r in range(n)])
+        p2 = 1 << (n.bit_length() - 1) if n else 1
+        self.rd = [self._links([(r, r ^ k) for r in range(p2)]) for k in _pow2s(p2)]
+        self.fold = self._links([(r, r - p2) for r in range(p2, n)])
+        self._chains = {}
+
+    def _links(self, pairs):
+        """(most pairs leaving one host, any pair within a host) of one step."""
+        out, local = collections.Counter(), False
+        for a, b in pairs:
+            if self.host_of[a] != self.host_of[b]:
+                out[self.host_of[a]] += 1
+            else:
+                local = True
+        return max(out.values(), default=0), local
+
+    def _chain(self, root):
+        """(links, latency) of the chain root -> root+1 -> ... (a broadcast)."""
+        c = self._chains.get(root)
+        if c is None:
+            hops = [((root + v) % self.n, (root + v + 1) % self.n) for v in range(self.n - 1)]
+            lat = sum(RAIL_ALPHA if self.host_of[a] != self.host_of[b] else SHM_ALPHA
+                      for a, b in hops)
+            c = self._chains[root] = (self._links(hops), lat)
+        return c
+
+    @staticmethod
+    def _step(links, nbytes, bx):
+        e, local = links
+        t = RAIL_ALPHA + e * nbytes / bx if e else 0.0
+        return max(t, SHM_ALPHA + nbytes / SHM_RATE) if local else t
+
+    def time(self, coll, algo, nbytes, rails=1, root=0):
+        """Modelled seconds of one collective: nbytes is the payload (allgather,
+        reduce_scatter: all blocks together), algo a name (ring, rd, chain, hier)."""
+        n, s, bx = self.n, float(nbytes), max(rails, 1) * RAIL_RATE
+        if n <= 1:
+            return 0.0
+        if algo == "hier":  # every phase pipelined; L ranks share the host's rails
+            H, L = self.H, self.L or 1
+            if coll == "allreduce":   # rs in host, allreduce across hosts, ag in host
+                steps_x, steps_s, x, m = 2 * (H - 1), 2 * (L - 1), 2 * (H - 1) / H, 2 * (L - 1) / L
+            elif coll == "broadcast":  # scatter in the root's host, chains across, ring in host
+                steps_x, steps_s, x, m = H - 1, L, 1.0, 2 * (L - 1) / L
+            else:                      # a ring across hosts, H rings in the host
+                steps_x, steps_s, x, m = H - 1, H * (L - 1), (H - 1) / H, (L - 1) / L
+            return (steps_x * RAIL_ALPHA + steps_s * SHM_ALPHA
+                    + max(x * s / bx, m * s / SHM_RATE))
+        if algo == "ring":
+            steps = 2 * (n - 1) if coll == "allreduce" else n - 1
+            return steps * self._step(self.ring, s / n, bx)
+        if algo == "chain":
+            (e, local), lat = self._chain(root)
+            return lat + s * max(e / bx, 1 / SHM_RATE if local else 0.0)
+        if algo != "rd":
+            raise ValueError(f"no time model for {algo}")
+        if coll in ("allgather", "reduce_scatter"):  # step k moves k blocks
+            return sum(self._step(lk, k * s / n, bx)
+                       for k, lk in zip(_pow2s(1 << len(self.rd)), self.rd))
+        return (sum(self._step(lk, s, bx) for lk in self.rd)
+                + (2 * self._step(self.fold, s, bx) if self.fold != (0, False) else 0.0))
+
+
+def _pow2s(p2):
+    k = 1
+    while k < p2:
+        yield k
+        k *= 2

@@ -154,6 +154,8 @@ class Failover:
                     moving = True  # still going on a live channel: finish it after the vote
             failed_here = self._engine.failed_channels()
             table, iheard = self._vote(req, me, mask, _eng.VOTE_RUNNING if moving else 0)
+            log.trace("HEALTH", f"{req.name} #{req.seq} (collective {me}): rc {rc}, voted "
+                      f"{mask:#x}{' running' if moving else ''}; table {table}")
             colls = [c for c, _, _ in table]
             k = min(colls)
             if k < me:  # ranks behind need the collective this rank returned from
@@ -234,7 +236,7 @@ class Failover:
         self._generation += 1
         t0 = time.time()
         socks = self._mesh.links([chan], self._generation, self._boot.secret)
-        eps = [_eng.TcpEndpoint(socks[(p, chan)]) if p != self.rank else None
+        eps = [self._mesh.tcp_endpoint(socks[(p, chan)], p, chan) if p != self.rank else None
                for p in range(self.size)]
         eng = _eng.Engine(eps, self.size, 1, [], self._stage_bytes)
         try:
@@ -368,7 +370,7 @@ class Failover:
         self._generation += 1
         socks = self._mesh.reconnect(back, self._generation, self._boot.secret)
         for (peer, c), sock in socks.items():
-            self._engine.set_endpoint(c * self.size + peer, _eng.TcpEndpoint(sock))
+            self._engine.set_endpoint(c * self.size + peer, self._mesh.tcp_endpoint(sock, peer, c))
         for c in back:
             self.planner.alive[c] = True
             name = self._mesh.chan_name(c)

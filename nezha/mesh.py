@@ -14,7 +14,7 @@ from nezha.bootstrap import auth
 from nezha.errors import InvalidUsageError
 from nezha._core.engine import TcpEndpoint
 from nezha.rails.tcp.connect import establish, tune
-from nezha.transports import shm
+from nezha.transports import fault, shm
 
 TCP_RTO_MAX_MS = 44  # linux/tcp.h
 
@@ -23,7 +23,7 @@ class Mesh:
     """The connected sockets of one communicator and the names used in messages."""
 
     def __init__(self, boot, rails, nconns, timeout, bufsize, use_shm=False, shm_bytes=0,
-                 host=None):
+                 host=None, faults=None):
         self.rank, self.size = boot.rank, boot.size
         self.rails, self.nconns = rails, nconns
         self.nchan = len(rails) * nconns
@@ -32,6 +32,8 @@ class Mesh:
               "rails": [dict(name=r.name, **r.listen()) for r in rails]}
         self.timeout, self.bufsize = timeout, bufsize
         self.shm = None
+        # tests: every endpoint behind the fault layer (transports/fault.py)
+        self.faults = fault.FaultTable(faults) if faults else None
         try:
             self.peers = boot.allgather(me)
             self._check_rails()
@@ -111,8 +113,16 @@ class Mesh:
 
     def _endpoint(self, peer, chan):
         if self.shm is not None and (peer, chan) in self.shm.eps:
-            return self.shm.eps[(peer, chan)]
-        return TcpEndpoint(self.socks[(peer, chan, auth.PURPOSE_DATA)])
+            return self.wrap(self.shm.eps[(peer, chan)], peer, chan)
+        return self.tcp_endpoint(self.socks[(peer, chan, auth.PURPOSE_DATA)], peer, chan)
+
+    def tcp_endpoint(self, sock, peer, chan):
+        """The endpoint of a connected data socket to peer on chan."""
+        return self.wrap(TcpEndpoint(sock), peer, chan)
+
+    def wrap(self, ep, peer, slot):
+        """ep as the engine gets it: behind the fault layer when a test asked for one."""
+        return fault.wrap(ep, self.faults, self.rank, peer, slot) if self.faults else ep
 
     def transport(self, peer, chan=0):
         """Name of the transport that carries chan's bytes to peer ("shm" or "tcp")."""
@@ -120,9 +130,10 @@ class Mesh:
             return "self"
         return "shm" if self.shm is not None and (peer, chan) in self.shm.eps else "tcp"
 
-    def ctrl_fds(self):
-        """fd per (rail, peer) of the control connections (rail * size + peer), -1 for self."""
-        return [self.socks[(p, ri, auth.PURPOSE_CTRL)].fileno() if p != self.rank else -1
+    def ctrl_endpoints(self):
+        """Control endpoint per (rail, peer) (rail * size + peer), None for self."""
+        return [self.wrap(TcpEndpoint(self.socks[(p, ri, auth.PURPOSE_CTRL)]), p, fault.CTRL + ri)
+                if p != self.rank else None
                 for ri in range(len(self.rails)) for p in range(self.size)]
 
     def close_channel(self, chan):

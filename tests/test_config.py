@@ -99,7 +99,7 @@ def test_lists_and_enums():
     ("SEGMENT_SIZE", "12q", "k/M/G"),
     ("BUILD_DEBUG", "maybe", "yes/no"),
     ("ALGO", "tree", "auto, ring, rd"),
-    ("RAILS", "tcp,foo", "tcp, shm, ina, rdma"),
+    ("RAILS", "tcp,foo", "tcp, shm, loop, ina, rdma"),
     ("DEBUG_SUBSYS", "INIT,NET", "INIT, BOOT"),
     ("MAX_RAILS", "0", ">= 1"),
     ("SOCKET_NCONNS", "two", "integer"),

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from nezha import costmodel
 from nezha.config import Config
 from nezha.costmodel import COLD, HOT, CostModel, bucket_of
-from nezha.planner import ALGO_RD, ALGO_RING, Planner
+from nezha.planner import ALGO_CHAIN, ALGO_HIER, ALGO_RD, ALGO_RING, ALGO_TREE, Planner
 
 
 def planner(nchan=2, **cfg):
@@ -181,3 +181,101 @@ def test_latency_algorithms_for_small_payloads(ranks):
             assert p.algorithm(coll, large) == ALGO_RING
         assert p.algorithm("allreduce", large) == ALGO_RING
         assert p.algorithm("reduce", large) == ALGO_RING
+
+
+HIER_COLLS = ("allreduce", "allgather", "reduce_scatter")
+
+
+def hosts_planner(host_of, nchan=2, **cfg):
+    p = planner(nchan, SMALL_MSG_THRESHOLD="64k", **cfg)
+    p.ranks = len(host_of)
+    p.set_hosts(host_of)
+    return p
+
+
+@pytest.mark.parametrize("host_of", [[0, 0, 1, 1], [0, 0, 0, 1, 1, 1], [0, 0, 1, 1, 2, 2],
+                                     [0, 1, 0, 1, 0, 1], [0, 0, 0, 0, 1, 1, 1, 1]],
+                         ids=lambda h: ",".join(map(str, h)))
+def test_hier_for_large_payloads_with_several_ranks_per_host(host_of):
+    """The cost model puts a host's rails under (H-1)/H of the payload (x2 for allreduce)
+    against a flat ring's (N-1)/N: hierarchical for large payloads wherever hosts hold the
+    same number of ranks, more than one each."""
+    p = hosts_planner(host_of)
+    for coll in HIER_COLLS:
+        for nbytes in (1 << 20, 16 << 20, 256 << 20):
+            assert p.algorithm(coll, nbytes) == ALGO_HIER, (coll, nbytes)
+    # broadcast: a flat chain crosses each host's rails once (as hier does) when a host's
+    # ranks are contiguous, and at every hop when they are spread over the hosts
+    t_hier = p.layout.time("broadcast", "hier", 256 << 20, 2)
+    t_chain = p.layout.time("broadcast", "chain", 256 << 20, 2)
+    if host_of[0] == host_of[1]:
+        assert abs(t_hier - t_chain) < 1e-4  # latency only: whichever has fewer hops
+    else:
+        assert t_chain > 2 * t_hier and p.algorithm("broadcast", 16 << 20) == ALGO_HIER
+    # the choice is the cost model's: hier is modelled faster exactly when chosen
+    t_hier = p.layout.time("allreduce", "hier", 16 << 20, 2)
+    t_ring = p.layout.time("allreduce", "ring", 16 << 20, 2)
+    assert t_hier < t_ring
+    # every plan of a hier collective still covers the buffer once, striped over channels
+    plan = p.allreduce(4 << 20, 4)
+    assert plan.algo == ALGO_HIER and len(plan.slices) == 2
+    assert sum(cnt for _, _, cnt in plan.slices) == 4 << 20
+
+
+@pytest.mark.parametrize("host_of", [[0, 1, 2, 3], [0, 1], [0, 0, 0, 0], [0, 1, 1, 2, 2, 2]],
+                         ids=lambda h: ",".join(map(str, h)))
+def test_no_hier_with_one_rank_per_host_one_host_or_uneven_hosts(host_of):
+    for algo in ("auto", "hier"):
+        p = hosts_planner(host_of, ALGO=algo)
+        assert not p.hier_ok and p.hier_hosts() is None
+        for coll in HIER_COLLS + ("broadcast",):
+            for nbytes in (4, 100 << 10, 16 << 20):
+                assert p.algorithm(coll, nbytes) != ALGO_HIER, (coll, nbytes, algo)
+        assert p.algorithm("allreduce", 16 << 20) == ALGO_RING
+        assert p.algorithm("broadcast", 16 << 20) == ALGO_CHAIN
+
+
+def test_small_payloads_keep_their_latency_path_unless_hier_wins_clearly():
+    p = hosts_planner([0, 0, 1, 1])
+    # 2 x 2: recursive doubling crosses hosts once; hier twice
+    for coll in HIER_COLLS:
+        assert p.algorithm(coll, 4) == ALGO_RD
+    assert p.algorithm("broadcast", 4) == ALGO_TREE
+    # 2 x 3: recursive doubling over 6 ranks folds and unfolds across hosts (4 crossings in
+    # a row), a ring over 6 ranks takes 5 steps: hier (2 crossings) wins clearly
+    p = hosts_planner([0, 0, 0, 1, 1, 1])
+    for coll in HIER_COLLS:
+        assert p.algorithm(coll, 4) == ALGO_HIER
+    # a small broadcast stays a tree (with failover: a lazy allreduce; a hier one votes)
+    assert p.algorithm("broadcast", 4) == ALGO_TREE
+
+
+def test_algo_setting_forces_flat_or_hier():
+    for forced, want in (("ring", ALGO_RING), ("rd", None), ("hier", ALGO_HIER)):
+        p = hosts_planner([0, 0, 1, 1], ALGO=forced)
+        for coll in HIER_COLLS + ("broadcast",):
+            for nbytes in (4, 16 << 20):
+                got = p.algorithm(coll, nbytes)
+                assert (got == ALGO_HIER) == (forced == "hier"), (forced, coll, nbytes)
+                if want is not None and coll == "allreduce":
+                    assert got == want
+        if forced == "rd":
+            assert p.algorithm("allreduce", 16 << 20) == ALGO_RD
+
+
+def test_layout_model_counts_the_bytes_a_host_sends():
+    """Layout.time: bandwidth terms follow the bytes on the busiest host link."""
+    big = 1 << 30
+    lay = costmodel.Layout([0, 0, 1, 1])
+
+    def bw(algo, coll="allreduce"):
+        return lay.time(coll, algo, big, 1)
+    # flat ring: 2 (N-1)/N = 1.5 S across each host's rails; hier 2 (H-1)/H = 1 S
+    assert bw("ring") / bw("hier") == pytest.approx(1.5, rel=0.01)
+    assert bw("ring", "allgather") / bw("hier", "allgather") == pytest.approx(1.5, rel=0.01)
+    # ranks spread over the hosts: every ring edge crosses, twice the bytes per host
+    spread = costmodel.Layout([0, 1, 0, 1])
+    assert spread.time("allreduce", "ring", big, 1) == pytest.approx(2 * bw("ring"), rel=0.01)
+    # two rails halve the time of a bandwidth-bound collective
+    assert lay.time("allreduce", "hier", big, 2) == pytest.approx(bw("hier") / 2, rel=0.01)
+

@@ -80,6 +80,7 @@ typedef struct {
     uint8_t flags;
 } nz_op_t;
 
+#define NZ_PEER_LOST_NS 1000000000LL  /* silent on every rail this long: unreachable */
 #define NZ_EP_MAXFDS 2  /* pollfds one endpoint may ask the engine to sleep on */
 
 typedef struct {
@@ -480,7 +481,7 @@ static inline int nz_progress(nz_engine_t *e, nz_op_t *ops, int32_t nops, int64_
     struct pollfd stackfds[64];
     struct pollfd *pfd = stackfds;
     int32_t *pmap = NULL; /* pollfd slot -> endpoint index */
-    int32_t maxfds = NZ_EP_MAXFDS * e->nep + 1 + (e->health ? e->health->n : 0);
+    int32_t maxfds = NZ_EP_MAXFDS * e->nep + 1 + (e->health ? NZ_CTRL_MAXFDS * e->health->n : 0);
     if (maxfds > 64) {
         pfd = (struct pollfd *)malloc(sizeof(struct pollfd) * (size_t)maxfds);
         if (!pfd) return nz_fail(e, NZ_ERR_INTERNAL, -1, -1, ENOMEM);
@@ -567,12 +568,9 @@ static inline int nz_progress(nz_engine_t *e, nz_op_t *ops, int32_t nops, int64_
             pfd[nfd].fd = e->health->evfd; pfd[nfd].events = POLLIN; pfd[nfd].revents = 0;
             pmap[nfd++] = -1;
             if (e->failover)  /* read votes and heartbeats here, without a thread hop */
-                for (int32_t c = 0; c < e->health->n && nfd < maxfds; c++) {
-                    if (e->health->fds[c] < 0 || e->health->closed[c]) continue;
-                    pfd[nfd].fd = e->health->fds[c]; pfd[nfd].events = POLLIN;
-                    pfd[nfd].revents = 0;
-                    pmap[nfd++] = -2 - c;
-                }
+                for (int32_t c = 0; c < e->health->n; c++)
+                    if (nz_health_watch(e->health, c, pfd, pmap, -2 - c, &nfd, maxfds))
+                        nz_health_read(e->health, c, now);
         }
         if (now >= deadline_ns) {
             /* report the first op still waiting: that names the peer we wait for */
@@ -672,10 +670,14 @@ static inline int nz_vote(nz_engine_t *e, int32_t rank, uint32_t seq, int64_t co
                 /* a peer that closed every control connection is gone */
                 int open = 0, heard = 0;
                 int64_t t = nz_now_ns();
+                /* giving up on a peer ends the job: wait longer than for a rail, so that a
+                 * rank starved of CPU for a moment (more ranks than cores) is not taken
+                 * for one cut off on every rail */
+                int64_t lost = 2 * e->silent_ns > NZ_PEER_LOST_NS ? 2 * e->silent_ns : NZ_PEER_LOST_NS;
                 for (int32_t r = 0; r < nrails; r++) {
                     int32_t c = r * h->size + p;
                     open |= !h->closed[c];
-                    heard |= !h->closed[c] && t - h->last_heard[c] <= 2 * e->silent_ns;
+                    heard |= !h->closed[c] && t - h->last_heard[c] <= lost;
                 }
                 if (!open) { e->err_ep = p; return nz_fail(e, NZ_ERR_CLOSED, -1, p, 0); }
                 /* silent on every rail: no path is left to this peer */
@@ -692,14 +694,16 @@ static inline int nz_vote(nz_engine_t *e, int32_t rank, uint32_t seq, int64_t co
         }
         /* read the peers' control sockets ourselves: a vote arrives within microseconds
          * of the last rank finishing, and a thread hop would cost more than the wait */
-        struct pollfd pf[65];
-        int32_t pc[65];
-        int np = 0;
+        struct pollfd pf[129];
+        int32_t pc[129];
+        int32_t np = 0, ready = 0;
         pf[np].fd = h->evfd; pf[np].events = POLLIN; pf[np].revents = 0; pc[np++] = -1;
-        for (int32_t c = 0; c < h->n && np < 65; c++) {
-            if (h->fds[c] < 0 || h->closed[c] || c % h->size == rank) continue;
-            pf[np].fd = h->fds[c]; pf[np].events = POLLIN; pf[np].revents = 0; pc[np++] = c;
-        }
+        for (int32_t c = 0; c < h->n; c++)
+            if (c % h->size != rank && nz_health_watch(h, c, pf, pc, c, &np, 129)) {
+                nz_health_read(h, c, now);
+                ready = 1;
+            }
+        if (ready) continue;
         if (!spin_from) spin_from = now;
         int spinning = now - spin_from < e->spin_ns;
         int64_t ms = (deadline_ns - now) / 1000000 + 1;

@@ -1,13 +1,15 @@
-/* Health: heartbeats and control frames on the control connections (one per rail per peer).
+/* Health: heartbeats and control frames on the control endpoints (one per rail per peer).
  *
- * A background pthread (no Python, no GIL) sends a heartbeat frame on every control socket
- * every interval and reads everything that arrives on them. Any frame refreshes
+ * A background pthread (no Python, no GIL) sends a heartbeat frame on every control
+ * endpoint every interval and reads everything that arrives on them. Any frame refreshes
  * last_heard[ctrl], so a rail that goes silent between two ranks (link down, blackhole) is
  * seen by both within a few intervals, whether or not a collective is running. STATUS
  * frames (votes) are recorded per peer and vote parity in status_*; every other
  * frame (abort, ...) goes to an inbox for Python, and an eventfd wakes the engine.
  *
- * Control sockets are indexed rail * size + peer. */
+ * Control endpoints are driven through the transport contract (nezha_transport.h) like
+ * data endpoints, so a rail of any transport is watched and voted over alike.
+ * They are indexed rail * size + peer. */
 #ifndef NEZHA_HEALTH_H
 #define NEZHA_HEALTH_H
 
@@ -18,8 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/socket.h>
 #include <unistd.h>
+
+#include "nezha/nezha_transport.h"
 
 #define NZ_CTRL_MAGIC 0x43485A4Eu /* "NZHC" */
 
@@ -41,15 +44,21 @@ typedef struct {
 enum { NZ_VOTE_RUNNING = 1, NZ_VOTE_CLOSING = 2 };
 
 #define NZ_RBUF 8192
+#define NZ_CTRL_MAXFDS 2  /* pollfds one control endpoint may ask for */
 
 typedef struct {
-    int32_t n;                 /* control sockets */
+    const nz_transport_ops_t *tr;  /* NULL: no endpoint (self) */
+    void *tx;
+} nz_ctrl_t;
+
+typedef struct {
+    int32_t n;                 /* control endpoints */
     int32_t size;              /* ranks */
-    int *fds;                  /* -1 when closed */
+    nz_ctrl_t *ctrl;
     int64_t *last_heard;       /* ns, CLOCK_MONOTONIC */
-    int64_t *since;            /* ns since the socket has been heard without a gap */
+    int64_t *since;            /* ns since the endpoint has been heard without a gap */
     uint8_t *closed;           /* EOF or error seen */
-    pthread_mutex_t *wlock;    /* one writer at a time per socket */
+    pthread_mutex_t *wlock;    /* one writer at a time per endpoint */
     pthread_mutex_t *rlock;    /* one reader at a time: the health thread or the engine */
     int64_t interval_ns;
     volatile int stop;
@@ -67,7 +76,7 @@ typedef struct {
     pthread_mutex_t ilock;
     char *inbox;
     size_t ilen, icap;
-    /* partial reads per socket */
+    /* partial reads per endpoint */
     char *rbuf;                /* n * NZ_RBUF */
     uint32_t *rlen;
 } nz_health_t;
@@ -78,11 +87,21 @@ static inline int64_t nz_health_now(void) {
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+static inline int nz_ctrl_open(const nz_health_t *h, int32_t i) {
+    return i >= 0 && i < h->n && h->ctrl[i].tr != NULL && !h->closed[i];
+}
+
+/* Fill the pollfds that wake control endpoint i for input (or output): how many,
+ * NZ_TR_READY if it can move now, or < 0 if it never will. */
+static inline int nz_ctrl_pollfds(nz_health_t *h, int32_t i, int out, struct pollfd *pf) {
+    return h->ctrl[i].tr->pollfds(h->ctrl[i].tx, !out, out, pf, NZ_CTRL_MAXFDS);
+}
+
 /* Send one frame (+ payload) whole or not at all-ish: control frames are small and the
- * socket buffer is large, so a partial write only happens on a dying link. */
+ * transport's buffer is large, so a partial write only happens on a dying link. */
 static inline int nz_health_send(nz_health_t *h, int32_t i, const nz_frame_t *f,
                                  const char *payload) {
-    if (i < 0 || i >= h->n || h->fds[i] < 0 || h->closed[i]) return -1;
+    if (!nz_ctrl_open(h, i)) return -1;
     char buf[sizeof(nz_frame_t) + 4096];
     size_t len = sizeof(nz_frame_t) + (f->len < 4096 ? f->len : 4096);
     memcpy(buf, f, sizeof(nz_frame_t));
@@ -91,15 +110,17 @@ static inline int nz_health_send(nz_health_t *h, int32_t i, const nz_frame_t *f,
     pthread_mutex_lock(&h->wlock[i]);
     size_t off = 0;
     int64_t give_up = nz_health_now() + 20000000LL;
+    const nz_ctrl_t *c = &h->ctrl[i];
     while (off < len) {
-        ssize_t k = send(h->fds[i], buf + off, len - off, MSG_DONTWAIT | MSG_NOSIGNAL);
+        struct iovec iov = {buf + off, len - off};
+        ssize_t k = c->tr->sendv(c->tx, &iov, 1);
         if (k > 0) { off += (size_t)k; continue; }
-        if (k < 0 && errno == EINTR) continue;
-        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && off > 0 &&
-            nz_health_now() < give_up) {
+        if (k == 0 && off > 0 && nz_health_now() < give_up) {
             /* finish a started frame, or the stream loses its framing */
-            struct pollfd p = {h->fds[i], POLLOUT, 0};
-            poll(&p, 1, 2);
+            struct pollfd p[NZ_CTRL_MAXFDS];
+            int np = nz_ctrl_pollfds(h, i, 1, p);
+            if (np > 0) poll(p, (nfds_t)np, 2);
+            else if (np < 0 && np != NZ_TR_READY) break;
             continue;
         }
         break;
@@ -134,8 +155,8 @@ static inline void nz_health_post(nz_health_t *h, int32_t i, const nz_frame_t *f
 static inline void nz_health_read_locked(nz_health_t *h, int32_t i, int64_t now) {
     char *rb = h->rbuf + (size_t)i * NZ_RBUF;
     for (;;) {
-        ssize_t k = recv(h->fds[i], rb + h->rlen[i], NZ_RBUF - h->rlen[i], MSG_DONTWAIT);
-        if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        ssize_t k = h->ctrl[i].tr->recv(h->ctrl[i].tx, rb + h->rlen[i], NZ_RBUF - h->rlen[i]);
+        if (k < 0) {
             h->closed[i] = 1;
             nz_frame_t f;
             memset(&f, 0, sizeof(f));
@@ -144,7 +165,7 @@ static inline void nz_health_read_locked(nz_health_t *h, int32_t i, int64_t now)
             nz_health_post(h, i, &f, NULL);
             return;
         }
-        if (k < 0) return;
+        if (k == 0) return;
         h->rlen[i] += (uint32_t)k;
         if (now - h->last_heard[i] > 3 * h->interval_ns) h->since[i] = now;
         h->last_heard[i] = now;
@@ -183,13 +204,38 @@ static inline void nz_health_read_locked(nz_health_t *h, int32_t i, int64_t now)
     }
 }
 
-/* Read what arrived on control socket i, unless another thread is already at it (the
- * engine reads control sockets itself while it runs, to learn of votes without a wake-up
+/* Read what arrived on control endpoint i, unless another thread is already at it (the
+ * engine reads control endpoints itself while it runs, to learn of votes without a wake-up
  * of this thread in between). */
 static inline void nz_health_read(nz_health_t *h, int32_t i, int64_t now) {
     if (pthread_mutex_trylock(&h->rlock[i]) != 0) return;
-    if (h->fds[i] >= 0 && !h->closed[i]) nz_health_read_locked(h, i, now);
+    if (nz_ctrl_open(h, i)) nz_health_read_locked(h, i, now);
     pthread_mutex_unlock(&h->rlock[i]);
+}
+
+/* The control endpoint i cannot move again: record it as closed and tell Python. */
+static inline void nz_health_lost(nz_health_t *h, int32_t i) {
+    if (pthread_mutex_trylock(&h->rlock[i]) != 0) return;
+    if (!h->closed[i]) {
+        h->closed[i] = 1;
+        nz_frame_t f;
+        memset(&f, 0, sizeof(f));
+        f.magic = NZ_CTRL_MAGIC;
+        nz_health_post(h, i, &f, NULL);
+    }
+    pthread_mutex_unlock(&h->rlock[i]);
+}
+
+/* Add control endpoint i's wake-up fds (for input) to pf at *nfd, map entries set to
+ * tag; returns 1 if it can be read right now (do not sleep). */
+static inline int nz_health_watch(nz_health_t *h, int32_t i, struct pollfd *pf, int32_t *map,
+                                  int32_t tag, int32_t *nfd, int32_t max) {
+    if (!nz_ctrl_open(h, i) || *nfd + NZ_CTRL_MAXFDS > max) return 0;
+    int k = nz_ctrl_pollfds(h, i, 0, pf + *nfd);
+    if (k == NZ_TR_READY) return 1;
+    if (k < 0) { nz_health_lost(h, i); return 0; }
+    for (int j = 0; j < k; j++) map[(*nfd)++] = tag;
+    return 0;
 }
 
 /* Sleep until a vote frame has arrived (1) or ms pass (0): an idle rank's guard. */
@@ -202,8 +248,9 @@ static inline int nz_health_wait_vote(nz_health_t *h, int ms) {
 
 static void *nz_health_main(void *arg) {
     nz_health_t *h = (nz_health_t *)arg;
-    struct pollfd *pf = (struct pollfd *)calloc((size_t)h->n + 1, sizeof(struct pollfd));
-    int32_t *map = (int32_t *)calloc((size_t)h->n + 1, sizeof(int32_t));
+    int32_t max = NZ_CTRL_MAXFDS * h->n + 1;
+    struct pollfd *pf = (struct pollfd *)calloc((size_t)max, sizeof(struct pollfd));
+    int32_t *map = (int32_t *)calloc((size_t)max, sizeof(int32_t));
     if (!pf || !map) { free(pf); free(map); return NULL; }
     int64_t next_beat = 0;
     nz_frame_t beat;
@@ -214,23 +261,18 @@ static void *nz_health_main(void *arg) {
         int64_t now = nz_health_now();
         if (now >= next_beat) {
             for (int32_t i = 0; i < h->n; i++)
-                if (h->fds[i] >= 0 && !h->closed[i]) nz_health_send(h, i, &beat, NULL);
+                if (nz_ctrl_open(h, i)) nz_health_send(h, i, &beat, NULL);
             next_beat = now + h->interval_ns;
         }
-        int nfd = 0;
-        for (int32_t i = 0; i < h->n; i++) {
-            if (h->fds[i] < 0 || h->closed[i]) continue;
-            pf[nfd].fd = h->fds[i];
-            pf[nfd].events = POLLIN;
-            pf[nfd].revents = 0;
-            map[nfd++] = i;
-        }
+        int32_t nfd = 0;
+        for (int32_t i = 0; i < h->n; i++)
+            if (nz_health_watch(h, i, pf, map, i, &nfd, max)) nz_health_read(h, i, now);
         int wait_ms = (int)((next_beat - now) / 1000000);
         if (wait_ms < 1) wait_ms = 1;
         int r = poll(pf, (nfds_t)nfd, wait_ms);
         if (r <= 0) continue;
         now = nz_health_now();
-        for (int k = 0; k < nfd; k++)
+        for (int32_t k = 0; k < nfd; k++)
             if (pf[k].revents) nz_health_read(h, map[k], now);
     }
     free(pf);

@@ -5,7 +5,8 @@
 # below lays out one algorithm for one slice. Builders run once per collective per
 # channel (never per chunk): the pipelining happens inside the C loop.
 
-from cpython.buffer cimport PyBUF_ANY_CONTIGUOUS, PyBuffer_Release, PyObject_GetBuffer
+from cpython.buffer cimport (PyBUF_ANY_CONTIGUOUS, PyBUF_WRITABLE, PyBuffer_Release,
+                             PyObject_GetBuffer)
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from posix.unistd cimport close
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t, uintptr_t
@@ -240,13 +241,15 @@ cdef class Schedule:
 
     cdef int ring_rs(self, int chan, char **out, const char **a, uint64_t *nb,
                      int32_t *send_idx, const int *grp=NULL, int n=0, int me=-1,
-                     int base_dep=-1) except -1:
+                     int base_dep=-1, const int32_t *bdep=NULL) except -1:
         """Ring reduce-scatter over n blocks among the ranks grp[0..n) (default: every rank,
         n = size); the rank at position me ends with block me reduced.
 
         Step s sends block me-s-1 (own data at s=0, else the partial just reduced) and
         receives block me-s-2, reducing it with the own contribution a[b]. base_dep, when
-        given, must finish before a[] may be read. Returns the op that finishes block me."""
+        given, must finish before a[] may be read; bdep[b], when given, is the op that
+        produces a[b] instead (of the same size: it streams). Returns the op that finishes
+        block me."""
         if grp == NULL:
             n, me = self.size, self.rank
         cdef int s, sb, rb, last = -1
@@ -255,20 +258,23 @@ cdef class Schedule:
             sb = _mod(me - s - 1, n)
             rb = _mod(me - s - 2, n)
             if s == 0:
-                send_idx[s] = self.add(NZ_SEND, chan, nxt, <char *>a[sb], NULL, nb[sb], base_dep)
+                send_idx[s] = self.add(NZ_SEND, chan, nxt, <char *>a[sb], NULL, nb[sb],
+                                       bdep[sb] if bdep != NULL else base_dep)
             else:
                 send_idx[s] = self.add(NZ_SEND, chan, nxt, out[sb], NULL, nb[sb], last)
-            last = self.add(NZ_RECV_REDUCE, chan, prv, out[rb], a[rb], nb[rb], base_dep)
+            last = self.add(NZ_RECV_REDUCE, chan, prv, out[rb], a[rb], nb[rb],
+                            bdep[rb] if bdep != NULL else base_dep)
         return last
 
     cdef int ring_ag(self, int chan, char **out, const char *own, uint64_t *nb,
                      int first_dep, int32_t *free_idx, const int *grp=NULL, int n=0,
-                     int me=-1) except -1:
+                     int me=-1, int32_t *recv_idx=NULL) except -1:
         """Ring allgather among grp[0..n) (default: every rank); the rank at position me
         starts owning block me (at own, or out[me] when own is NULL).
 
-        Step s forwards block me-s and receives block me-s-1; a receive waits until
-        free_idx[s] (an earlier send of that block's memory) is done."""
+        Step s forwards block me-s and receives block me-s-1 (its op goes to recv_idx[s]
+        when given); a receive waits until free_idx[s] (an earlier send of that block's
+        memory) is done."""
         if grp == NULL:
             n, me = self.size, self.rank
         cdef int s, sb, rb, last = first_dep
@@ -282,6 +288,8 @@ cdef class Schedule:
                 self.add(NZ_SEND, chan, nxt, out[sb], NULL, nb[sb], last)
             last = self.add(NZ_RECV, chan, prv, out[rb], NULL, nb[rb],
                             free_idx[s] if free_idx != NULL else -1)
+            if recv_idx != NULL:
+                recv_idx[s] = last
         return last
 
     cdef int blocks(self, uint64_t count, char *out, const char *a, char **po, const char **pa,
@@ -389,6 +397,154 @@ cdef class Schedule:
                 self.ring_ag(chan, po, NULL, nb, last, lsidx, lg, L, me)
         finally:
             free(lg); free(xg); free(po); free(<void *>pa); free(nb); free(lsidx); free(xsidx)
+
+    cdef int *_grid(self, list hosts, int *H, int *L, int *h, int *me) except NULL:
+        # hosts: every host's ranks (host order, then local order), as many on each; gives
+        # G[j * L + i] = rank at local position i of host j, and this rank's (h, me)
+        cdef int j, i
+        H[0], L[0] = len(hosts), len(hosts[0])
+        cdef int *G = <int *>malloc(H[0] * L[0] * sizeof(int))
+        if G == NULL:
+            raise MemoryError()
+        for j in range(H[0]):
+            for i in range(L[0]):
+                G[j * L[0] + i] = hosts[j][i]
+                if G[j * L[0] + i] == self.rank:
+                    h[0], me[0] = j, i
+        return G
+
+    def hier_allgather(self, int chan, uintptr_t out, uintptr_t own, uint64_t block_count,
+                       uint64_t off, uint64_t cnt, list hosts):
+        """Hierarchical allgather of elements [off, off+cnt) of every rank's block (hosts:
+        every host's ranks, see _grid). A ring across hosts among the ranks at this rank's
+        local position gathers their H blocks (a host's rails carry (H-1)/H of the result,
+        every local rank driving them at once); then, host by host in the order their
+        blocks arrive (h, h-1, ...), a ring within the host gathers that host's L blocks,
+        each streaming from the receive that brought it."""
+        cdef int H, L, h = 0, me = 0, t, j, i
+        cdef uint64_t es = self.esize, nbb = cnt * es
+        cdef char *base = <char *>out + off * es
+        cdef const char *mine = <const char *>own + off * es
+        self.pre_copy(base + self.rank * block_count * es, mine, nbb)
+        cdef int *G = self._grid(hosts, &H, &L, &h, &me)
+        cdef int m = max(H, L)
+        cdef int *xg = <int *>malloc(H * sizeof(int))
+        cdef char **po = <char **>malloc(m * sizeof(char *))
+        cdef uint64_t *nb = <uint64_t *>malloc(m * sizeof(uint64_t))
+        cdef int32_t *xr = <int32_t *>malloc(H * sizeof(int32_t))  # cross receive of step s
+        try:
+            for i in range(m):
+                nb[i] = nbb
+            if H > 1:
+                for j in range(H):
+                    xg[j] = G[j * L + me]
+                    po[j] = base + xg[j] * block_count * es
+                self.ring_ag(chan, po, mine, nb, -1, NULL, xg, H, h, xr)
+            for t in range(H if L > 1 else 0):
+                j = _mod(h - t, H)
+                for i in range(L):
+                    po[i] = base + G[j * L + i] * block_count * es
+                self.ring_ag(chan, po, mine if t == 0 else NULL, nb,
+                             -1 if t == 0 else xr[t - 1], NULL, G + h * L, L, me)
+        finally:
+            free(G); free(xg); free(po); free(nb); free(xr)
+
+    def hier_reduce_scatter(self, int chan, uintptr_t out, uintptr_t a, uint64_t block_count,
+                            uint64_t off, uint64_t cnt, list hosts, object work):
+        """Hierarchical reduce_scatter of elements [off, off+cnt) of every block (hosts: see
+        _grid): host by host (h-1, h-2, ..., h: the order the next step reads them), a ring
+        within the host reduces that host's L blocks, leaving at local position i the host's
+        sum of the block of its rank at position i; then a ring across hosts among the ranks
+        at this local position reduces those H sums, block h (this rank's own) landing in
+        out. Each step streams from the one that produces its input. work (>= (size + H) *
+        cnt elements): the partial sums, within the host then across hosts."""
+        cdef int H, L, h = 0, me = 0, t, j, i, r
+        cdef uint64_t es = self.esize, nbb = cnt * es
+        cdef int *G = self._grid(hosts, &H, &L, &h, &me)
+        if H * L == 1:
+            free(G)
+            self.pre_copy(<char *>out + off * es, <const char *>a + off * es, nbb)
+            return
+        self.keep.append(work)
+        cdef char *w = <char *><uintptr_t>work.ctypes.data
+        cdef int m = max(H, L)
+        cdef int *xg = <int *>malloc(H * sizeof(int))
+        cdef char **po = <char **>malloc(m * sizeof(char *))
+        cdef const char **pa = <const char **>malloc(m * sizeof(char *))
+        cdef const char **xa = <const char **>malloc(H * sizeof(char *))  # host sums
+        cdef uint64_t *nb = <uint64_t *>malloc(m * sizeof(uint64_t))
+        cdef int32_t *sidx = <int32_t *>malloc(m * sizeof(int32_t))
+        cdef int32_t *xdep = <int32_t *>malloc(H * sizeof(int32_t))   # op making xa[j]
+        try:
+            for i in range(m):
+                nb[i] = nbb
+            for t in range(1, H + 1):
+                j = _mod(h - t, H)
+                for i in range(L):
+                    r = G[j * L + i]
+                    pa[i] = <const char *>a + (r * block_count + off) * es
+                    po[i] = w + r * nbb
+                if H == 1:
+                    po[me] = <char *>out + off * es
+                xa[j], xdep[j] = pa[me], -1
+                if L > 1:
+                    xdep[j] = self.ring_rs(chan, po, pa, nb, sidx, G + h * L, L, me)
+                    xa[j] = po[me]
+            if H > 1:
+                for j in range(H):
+                    xg[j] = G[j * L + me]
+                    po[j] = w + (H * L + j) * nbb
+                po[h] = <char *>out + off * es
+                self.ring_rs(chan, po, xa, nb, sidx, xg, H, h, -1, xdep)
+        finally:
+            free(G); free(xg); free(po); free(<void *>pa); free(<void *>xa); free(nb)
+            free(sidx); free(xdep)
+
+    def hier_broadcast(self, int chan, int root, uintptr_t buf, uint64_t count, list hosts):
+        """Hierarchical broadcast (hosts: see _grid): the buffer in L shares; the root hands
+        share i to the rank at local position i of its host (over shm), which carries it
+        down a chain across hosts, host hr -> hr+1 -> ..., to the ranks at position i (a
+        host's rails carry S once, every local rank driving them); then a ring within every
+        host gathers the L shares, each streaming from the receive that brought it. The
+        root's buffer is only read (it may be read-only; a re-run reads it again): its ring
+        receives go to scratch."""
+        cdef int H, L, h = 0, me = 0, hr = 0, ir = 0, t, i, r0 = -1
+        cdef uint64_t es = self.esize
+        cdef int *G = self._grid(hosts, &H, &L, &h, &me)
+        cdef char **po = <char **>malloc(L * sizeof(char *))
+        cdef uint64_t *nb = <uint64_t *>malloc(L * sizeof(uint64_t))
+        cdef const char *own = NULL
+        cdef char *sink
+        try:
+            if H * L == 1:
+                return
+            for i in range(H * L):
+                if G[i] == root:
+                    hr, ir = i // L, i % L
+            for i in range(L):
+                po[i] = <char *>buf + (count * i // L) * es
+                nb[i] = (count * (i + 1) // L - count * i // L) * es
+            if self.rank == root:
+                for t in range(1, L):
+                    i = _mod(ir + t, L)
+                    self.add(NZ_SEND, chan, G[hr * L + i], po[i], NULL, nb[i])
+            elif h == hr:
+                r0 = self.add(NZ_RECV, chan, root, po[me], NULL, nb[me])
+            else:
+                r0 = self.add(NZ_RECV, chan, G[_mod(h - 1, H) * L + me], po[me], NULL, nb[me])
+            if _mod(h - hr, H) < H - 1:
+                self.add(NZ_SEND, chan, G[_mod(h + 1, H) * L + me], po[me], NULL, nb[me], r0)
+            if L > 1:
+                if self.rank == root:
+                    scratch = np.empty(count * es + 1, np.uint8)
+                    self.keep.append(scratch)
+                    sink = <char *><uintptr_t>scratch.ctypes.data
+                    own = po[me]
+                    for i in range(L):
+                        po[i] = sink + (count * i // L) * es
+                self.ring_ag(chan, po, own, nb, r0, NULL, G + h * L, L, me)
+        finally:
+            free(G); free(po); free(nb)
 
     def rd_allreduce(self, int chan, uintptr_t out, uintptr_t a, uint64_t count):
         """Recursive doubling for small payloads: log2(n) exchanges of the whole buffer.
@@ -659,18 +815,19 @@ cdef dict _hdr_dict(nezha_hdr_t *h):
 
 cdef class Engine:
     """Endpoints of one communicator, the loop that runs schedules over them, and the
-    health thread that heartbeats on the control connections."""
+    health thread that heartbeats on the control endpoints."""
 
     cdef nz_engine_t e
     cdef nz_health_t h
     cdef public int size, nchan
     cdef bint has_health
     cdef list endpoints      # the Endpoint objects the C endpoints point into
+    cdef list ctrl           # the control endpoints, likewise
     cdef uint64_t stage_bytes
 
-    def __cinit__(self, list endpoints, int size, int nchan, list ctrl_fds,
+    def __cinit__(self, list endpoints, int size, int nchan, list ctrl,
                   uint64_t stage_bytes, double heartbeat=0.01):
-        cdef int i, nep = len(endpoints), n = len(ctrl_fds)
+        cdef int i, nep = len(endpoints), n = len(ctrl)
         if nep != size * nchan:
             raise ValueError("need one endpoint (or None) per channel and peer")
         memset(&self.e, 0, sizeof(nz_engine_t))
@@ -698,13 +855,15 @@ cdef class Engine:
             self.e.eps[i].peer = i % size
             self.set_endpoint(i, endpoints[i])
         if n:
-            self._init_health(ctrl_fds, size, heartbeat)
+            self._init_health(ctrl, size, heartbeat)
 
-    cdef _init_health(self, list ctrl_fds, int size, double heartbeat):
-        cdef int i, n = len(ctrl_fds)
+    cdef _init_health(self, list ctrl, int size, double heartbeat):
+        """ctrl: one control Endpoint (or None for self) per rail * size + peer."""
+        cdef int i, n = len(ctrl)
+        cdef Endpoint ep
         cdef int64_t now = nz_now_ns()
         self.h.n, self.h.size = n, size
-        self.h.fds = <int *>calloc(n, sizeof(int))
+        self.h.ctrl = <nz_ctrl_t *>calloc(n, sizeof(nz_ctrl_t))
         self.h.last_heard = <int64_t *>calloc(n, sizeof(int64_t))
         self.h.since = <int64_t *>calloc(n, sizeof(int64_t))
         self.h.closed = <uint8_t *>calloc(n, 1)
@@ -717,14 +876,20 @@ cdef class Engine:
         self.h.status_flags = <uint16_t *>calloc(2 * size, sizeof(uint16_t))
         self.h.rbuf = <char *>malloc(n * 8192)
         self.h.rlen = <uint32_t *>calloc(n, sizeof(uint32_t))
-        if not (self.h.fds and self.h.last_heard and self.h.since and self.h.closed and
+        if not (self.h.ctrl and self.h.last_heard and self.h.since and self.h.closed and
                 self.h.wlock and self.h.rlock and self.h.status_seq and self.h.status_mask and
                 self.h.status_heard and self.h.status_coll and self.h.status_flags and
                 self.h.rbuf and self.h.rlen):
             raise MemoryError()
+        self.ctrl = list(ctrl)
         for i in range(n):
-            self.h.fds[i] = ctrl_fds[i]
-            self.h.closed[i] = ctrl_fds[i] < 0
+            ep = ctrl[i]
+            if ep is not None and ep.ops.version != NZ_TRANSPORT_VERSION:
+                raise ValueError(f"transport {ep.kind}: contract version {ep.ops.version}, "
+                                 f"this engine speaks {NZ_TRANSPORT_VERSION}")
+            self.h.ctrl[i].tr = ep.ops if ep is not None else NULL
+            self.h.ctrl[i].tx = ep.ctx if ep is not None else NULL
+            self.h.closed[i] = ep is None
             self.h.last_heard[i] = now
             self.h.since[i] = now
             pthread_mutex_init(&self.h.wlock[i], NULL)
@@ -746,7 +911,7 @@ cdef class Engine:
             raise OSError("cannot start the health thread")
 
     def close(self):
-        """Stop the health thread (idempotent); sockets belong to the mesh."""
+        """Stop the health thread (idempotent); endpoints belong to the mesh."""
         if self.has_health:
             with nogil:
                 nz_health_stop(&self.h)
@@ -759,7 +924,7 @@ cdef class Engine:
                 close(self.h.evfd)
             if self.h.gfd >= 0:
                 close(self.h.gfd)
-        free(self.h.fds); free(self.h.last_heard); free(self.h.since); free(self.h.closed)
+        free(self.h.ctrl); free(self.h.last_heard); free(self.h.since); free(self.h.closed)
         free(self.h.wlock); free(self.h.rlock); free(<void *>self.h.status_seq); free(<void *>self.h.status_mask)
         free(<void *>self.h.status_heard); free(<void *>self.h.status_coll)
         free(<void *>self.h.status_flags); free(self.h.rbuf); free(self.h.rlen)
@@ -907,7 +1072,7 @@ cdef class Engine:
         return ((nz_now_ns() - self.h.last_heard[i]) * 1e-9, bool(self.h.closed[i]))
 
     def send_frame(self, int i, int ftype, int kind, uint32_t seq, bytes payload=b""):
-        """Send one control frame on control socket i; False if it could not go."""
+        """Send one control frame on control endpoint i; False if it could not go."""
         cdef nz_frame_t f
         if not self.has_health:
             return False
@@ -966,6 +1131,10 @@ cdef class Engine:
     def endpoint_bytes(self):
         """Per endpoint: (bytes sent, bytes received) since the engine was made."""
         return [(self.e.eps[i].bytes_sent, self.e.eps[i].bytes_recv) for i in range(self.e.nep)]
+
+    def endpoint_kinds(self):
+        """Per endpoint: the transport it is driven through now ("tcp", "shm", None)."""
+        return [ep.kind if ep is not None else None for ep in self.endpoints]
 
 
 include "fastpath.pxi"

@@ -22,60 +22,6 @@ cdef extern from "nezha/nezha_wire.h" nogil:
         int32_t src_rank
 
 
-cdef extern from "nezha/nezha_health.h" nogil:
-    enum:
-        NZ_CTRL_MAGIC
-        NZ_FRAME_HEARTBEAT
-        NZ_FRAME_ABORT
-        NZ_FRAME_STATUS
-        NZ_VOTE_RUNNING
-        NZ_VOTE_CLOSING
-    ctypedef struct nz_frame_t:
-        uint32_t magic
-        uint16_t type
-        uint16_t kind
-        uint32_t seq
-        uint32_t len
-        uint64_t mask
-        uint64_t heard
-        int64_t coll
-    ctypedef struct pthread_mutex_t:
-        pass
-    ctypedef struct nz_health_t:
-        int32_t n
-        int32_t size
-        int *fds
-        int64_t *last_heard
-        int64_t *since
-        uint8_t *closed
-        pthread_mutex_t *wlock
-        pthread_mutex_t *rlock
-        int64_t interval_ns
-        int evfd
-        int gfd
-        int64_t *status_seq
-        uint64_t *status_mask
-        uint64_t *status_heard
-        int64_t *status_coll
-        uint16_t *status_flags
-        pthread_mutex_t ilock
-        char *inbox
-        size_t ilen
-        size_t icap
-        char *rbuf
-        uint32_t *rlen
-    int nz_health_start(nz_health_t *h)
-    void nz_health_stop(nz_health_t *h)
-    int nz_health_send(nz_health_t *h, int32_t i, const nz_frame_t *f, const char *payload)
-    int nz_health_wait_vote(nz_health_t *h, int ms)
-    int pthread_mutex_init(pthread_mutex_t *m, void *attr)
-    int pthread_mutex_lock(pthread_mutex_t *m)
-    int pthread_mutex_unlock(pthread_mutex_t *m)
-    int eventfd(unsigned int initval, int flags)
-    enum: EFD_NONBLOCK
-    enum: EFD_CLOEXEC
-
-
 cdef extern from "nezha/nezha_transport.h" nogil:
     enum: NZ_TRANSPORT_VERSION
     enum: NZ_CAP_ORDERED
@@ -113,6 +59,76 @@ cdef extern from "nezha/nezha_shm.h" nogil:
     int nz_shm_pidfd(int pid)
     void nz_shm_unmap(nz_shm_ep_t *s)
     void nz_shm_corrupt(nz_shm_ep_t *s)
+
+
+cdef extern from "nezha/nezha_fault.h" nogil:
+    enum:
+        NZ_FAULT_STALL_TX
+        NZ_FAULT_STALL_RX
+        NZ_FAULT_RESET
+        NZ_FAULT_CLOSE
+        NZ_FAULT_CORRUPT
+    ctypedef struct nz_fault_ep_t:
+        nz_transport_ops_t ops
+    void nz_fault_init(nz_fault_ep_t *f, const nz_transport_ops_t *inner, void *in_tx,
+                       uint32_t *word, int ctrl)
+
+
+cdef extern from "nezha/nezha_health.h" nogil:
+    enum:
+        NZ_CTRL_MAGIC
+        NZ_FRAME_HEARTBEAT
+        NZ_FRAME_ABORT
+        NZ_FRAME_STATUS
+        NZ_VOTE_RUNNING
+        NZ_VOTE_CLOSING
+    ctypedef struct nz_frame_t:
+        uint32_t magic
+        uint16_t type
+        uint16_t kind
+        uint32_t seq
+        uint32_t len
+        uint64_t mask
+        uint64_t heard
+        int64_t coll
+    ctypedef struct nz_ctrl_t:
+        const nz_transport_ops_t *tr
+        void *tx
+    ctypedef struct pthread_mutex_t:
+        pass
+    ctypedef struct nz_health_t:
+        int32_t n
+        int32_t size
+        nz_ctrl_t *ctrl
+        int64_t *last_heard
+        int64_t *since
+        uint8_t *closed
+        pthread_mutex_t *wlock
+        pthread_mutex_t *rlock
+        int64_t interval_ns
+        int evfd
+        int gfd
+        int64_t *status_seq
+        uint64_t *status_mask
+        uint64_t *status_heard
+        int64_t *status_coll
+        uint16_t *status_flags
+        pthread_mutex_t ilock
+        char *inbox
+        size_t ilen
+        size_t icap
+        char *rbuf
+        uint32_t *rlen
+    int nz_health_start(nz_health_t *h)
+    void nz_health_stop(nz_health_t *h)
+    int nz_health_send(nz_health_t *h, int32_t i, const nz_frame_t *f, const char *payload)
+    int nz_health_wait_vote(nz_health_t *h, int ms)
+    int pthread_mutex_init(pthread_mutex_t *m, void *attr)
+    int pthread_mutex_lock(pthread_mutex_t *m)
+    int pthread_mutex_unlock(pthread_mutex_t *m)
+    int eventfd(unsigned int initval, int flags)
+    enum: EFD_NONBLOCK
+    enum: EFD_CLOEXEC
 
 
 cdef extern from "nezha/nezha_engine.h" nogil:

@@ -95,3 +95,35 @@ cdef class ShmEndpoint(Endpoint):
             self.ops.close(self.ctx)
             self.live = False
         nz_shm_unmap(&self.s)
+
+
+FAULT_STALL_TX, FAULT_STALL_RX = NZ_FAULT_STALL_TX, NZ_FAULT_STALL_RX
+FAULT_RESET, FAULT_CLOSE, FAULT_CORRUPT = NZ_FAULT_RESET, NZ_FAULT_CLOSE, NZ_FAULT_CORRUPT
+
+
+cdef class FaultEndpoint(Endpoint):
+    """Tests: inner behind the fault layer (nezha_fault.h), obeying word index of table
+    (a writable buffer of uint32 shared with the test, e.g. an mmap of NEZHA_FAULTS; held
+    exported while this lives, so it cannot be unmapped under the engine)."""
+    cdef nz_fault_ep_t f
+    cdef Endpoint _inner
+    cdef Py_buffer view
+    cdef bint held
+
+    def __cinit__(self, Endpoint inner, object table, Py_ssize_t index, bint ctrl=False):
+        PyObject_GetBuffer(table, &self.view, PyBUF_WRITABLE)
+        self.held = True
+        if index < 0 or (index + 1) * 4 > self.view.len:
+            raise IndexError(f"fault word {index} is outside the table ({self.view.len} bytes)")
+        self._inner = inner
+        nz_fault_init(&self.f, inner.ops, inner.ctx, <uint32_t *>self.view.buf + index, ctrl)
+        self.ops, self.ctx = &self.f.ops, &self.f
+
+    def __dealloc__(self):
+        if self.held:
+            PyBuffer_Release(&self.view)
+
+    @property
+    def inner(self):
+        """The wrapped endpoint."""
+        return self._inner

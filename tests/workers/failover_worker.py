@@ -1,7 +1,9 @@
 """One rank of a failover scenario (tests/test_failover.py): runs collectives, checks every
 result against numpy, and stops when the stop file appears; prints RESULT {json} on exit."""
+import faulthandler
 import json
 import os
+import signal
 import sys
 import time
 
@@ -111,15 +113,21 @@ def main(stop, kind):
                 comm.reduce_scatter(send, out)
                 wrong += not np.array_equal(out, base[: c // n] * n + n * (n - 1) // 2)
             done += 1
+            if done == 5 and os.environ.get("TEST_READY_DIR"):  # the test injects from now on
+                open(os.path.join(os.environ["TEST_READY_DIR"], f"ready.{r}"), "w").close()
         st = comm.stats()
         print("RESULT " + json.dumps(dict(error=None, wrong=wrong, done=done,
                                           events=st["events"], alive=st["alive"],
                                           fast=st["fast_path_calls"])), flush=True)
     except nezha.NezhaError as exc:
+        if os.environ.get("TEST_DEBUG"):
+            print("ENDPOINTS", comm._engine.endpoint_bytes(), comm._engine.endpoint_kinds(),
+                  flush=True)
         print("RESULT " + json.dumps(dict(error=type(exc).__name__, msg=str(exc), wrong=wrong,
                                           done=done, t=time.time())), flush=True)
     comm.close()
 
 
 if __name__ == "__main__":
+    faulthandler.register(signal.SIGUSR1)  # a test that times out asks where each rank is
     main(sys.argv[1], sys.argv[2])

@@ -1,0 +1,200 @@
+"""Votes, repair and re-admission without the lab: ranks as processes of this test on the
+loop rails (NEZHA_RAILS=loop: two TCP rails over loopback addresses), every endpoint behind
+the fault layer (NEZHA_FAULTS), faults written into the shared table while collectives run.
+No root, no namespaces; the same worker and checks as tests/test_failover.py."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from nezha.transports import fault
+from tests.spawn import free_port
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORKER = os.path.join(ROOT, "tests", "workers", "failover_worker.py")
+
+# transports: tcp only, and shm between ranks 0 and 1 (one "host") with tcp to the others
+TRANSPORTS = {"loop": {}, "loop+shm": {"NEZHA_RAILS": "loop,shm", "hosts": "0,0,1,2"},
+              # two hosts of two ranks: hierarchical collectives
+              "loop+shm-hier": {"NEZHA_RAILS": "loop,shm", "hosts": "0,0,1,1"}}
+
+
+def _start(tmp_path, kind, transport, n=4, env_extra=None):
+    table = fault.FaultTable.create(str(tmp_path / "faults"))
+    stop = str(tmp_path / "stop")
+    port = free_port()
+    extra = dict(TRANSPORTS[transport])
+    hosts = extra.pop("hosts", None)
+    procs = []
+    for r in range(n):
+        env = dict(os.environ, PYTHONPATH=ROOT, RANK=str(r), WORLD_SIZE=str(n),
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), NEZHA_JOB_SECRET="cd" * 16,
+                   NEZHA_RAILS="loop", NEZHA_FAULTS=table.path, NEZHA_READMIT="0.3",
+                   NEZHA_TIMEOUT="30", NEZHA_CONNECT_TIMEOUT="60", TEST_READY_DIR=str(tmp_path),
+                   # 4 ranks on 2 cores (and CI's load): a healthy rail can be silent for
+                   # 60 ms; these tests are about what happens after, not how soon
+                   NEZHA_RAIL_TIMEOUT="0.25", NEZHA_HEARTBEAT="0.02")
+        env.update(extra, **(env_extra or {}))
+        for k in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"):
+            env.pop(k, None)
+        if hosts:
+            env["NEZHA_HOST_ID"] = "h" + hosts.split(",")[r]
+        procs.append(subprocess.Popen([sys.executable, WORKER, stop, kind], env=env, text=True,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+    return table, stop, procs
+
+
+def _finish(stop, procs, timeout=120):
+    open(stop, "w").close()
+    outs = []
+    deadline = time.time() + timeout
+    try:
+        for p in procs:
+            try:
+                outs.append(p.communicate(timeout=max(1, deadline - time.time()))[0])
+            except subprocess.TimeoutExpired:  # a hang: the stacks of every rank, then fail
+                for q in procs:
+                    if q.poll() is None:
+                        q.send_signal(signal.SIGUSR1)
+                time.sleep(1)
+                for q in procs:
+                    q.kill()
+                stacks = "\n".join(q.communicate()[0][-6000:] for q in procs)
+                pytest.fail(f"ranks hung after the stop file:\n{stacks}")
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    results = []
+    for out in outs:
+        got = [json.loads(line.split("RESULT ", 1)[1]) for line in out.splitlines()
+               if "RESULT " in line]
+        results.append(got[-1] if got else None)
+    return results, "\n".join(o[-3000:] for o in outs)
+
+
+def _ready(tmp_path, procs, timeout=90):
+    """Wait until every rank has run a few collectives (or one has exited)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline and any(p.poll() is None for p in procs):
+        if all((tmp_path / f"ready.{r}").exists() for r in range(len(procs))):
+            return
+        time.sleep(0.05)
+
+
+def _run(tmp_path, kind, transport, inject, env_extra=None):
+    table, stop, procs = _start(tmp_path, kind, transport, env_extra=env_extra)
+    try:
+        _ready(tmp_path, procs)
+        inject(table)
+    finally:
+        table.heal()
+        results, out = _finish(stop, procs)
+    return results, out
+
+
+HIER_BUG = pytest.mark.skip(reason="open bug (issue 18 note): with hierarchical collectives a "
+                            "reset or closed rail sometimes leaves a rank waiting for bytes "
+                            "already in its socket, or the ranks voting in two collectives, "
+                            "until NEZHA_TIMEOUT; flat layouts pass")
+
+
+@pytest.mark.parametrize("transport", ["loop", "loop+shm",
+                                       pytest.param("loop+shm-hier", marks=HIER_BUG)])
+@pytest.mark.parametrize("bits", ["stall", "reset", "close"])
+def test_results_exact_across_repeated_faults(tmp_path, transport, bits):
+    """One rank at a time loses a rail to every peer (stalled, reset or closed), three times;
+    every collective stays exact, the rail is rerouted and re-admitted."""
+    mode = {"stall": fault.STALL, "reset": fault.RESET, "close": fault.CLOSE}[bits]
+
+    def inject(table):
+        for k in range(3):
+            rank = 1 + k % 3
+            table.cut(k % 2, [rank], [p for p in range(4) if p != rank], mode)
+            time.sleep(0.8)
+            table.heal()
+            time.sleep(2.0)
+
+    results, out = _run(tmp_path, "all", transport, inject)
+    assert all(results), out
+    for r in results:
+        assert r["error"] is None and r["wrong"] == 0 and r["done"] > 8, (r, out)
+    events = [e for r in results for e in r["events"]]
+    assert sum(e["event"] == "down" for e in results[0]["events"]) >= 2, events
+    assert sum(e["event"] == "up" for e in results[0]["events"]) >= 2, events
+    assert all(results[0]["alive"].values()), results[0]["alive"]
+
+
+@pytest.mark.parametrize("transport", sorted(TRANSPORTS))
+def test_small_lazy_collectives_survive_a_deaf_rank(tmp_path, transport):
+    """A rank that stops hearing one rail leaves some ranks a collective behind the others
+    (small collectives return without a vote): they re-run it together, all exact."""
+    def inject(table):
+        for k in range(3):
+            table.deafen(k % 2, [3 - k % 2], 4)
+            time.sleep(0.6)
+            table.heal()
+            time.sleep(1.5)
+
+    results, out = _run(tmp_path, "small", transport, inject)
+    assert all(results), out
+    for r in results:
+        assert r["error"] is None and r["wrong"] == 0 and r["done"] > 100, (r, out)
+    assert sum(e["event"] == "down" for e in results[0]["events"]) >= 2, results[0]["events"]
+    assert all(results[0]["alive"].values()), results[0]["alive"]
+
+
+def test_last_rail_lost_is_an_error(tmp_path):
+    """Rank 2 stalled on both rails: every rank raises, naming rank 2, well before the
+    collective timeout."""
+    def inject(table):
+        for rail in (0, 1):
+            table.cut(rail, [2], [0, 1, 3])
+        time.sleep(4)
+
+    t0 = time.time()
+    results, out = _run(tmp_path, "allreduce", "loop", inject)
+    assert all(results), out
+    for r in results:
+        assert r["error"] in ("RailSystemError", "PeerError", "NezhaTimeout"), (r, out)
+        assert r["wrong"] == 0 and r["t"] - t0 < 25, r
+    text = " ".join(r["msg"] for r in results)
+    assert "rank 2" in text and "every rail" in text, text
+
+
+def test_corrupted_header_is_an_error_naming_peer_and_rail(tmp_path):
+    """A collective header corrupted on the wire is a mismatch: no wrong sum, no hang; the
+    rank that received it names the collective, its sequence number, the peer and the rail,
+    and every rank raises."""
+    def inject(table):
+        table.set(1, 2, 0, fault.CORRUPT)  # rank 1's next header to rank 2 on rail 0
+        time.sleep(3)
+
+    results, out = _run(tmp_path, "allreduce", "loop", inject, {"NEZHA_FAILOVER": "n"})
+    assert all(results), out
+    for r in results:
+        assert r["error"] is not None and r["wrong"] == 0, (r, out)
+    got = next(r for r in results if r["error"] == "CollectiveMismatch")
+    assert "rank 1" in got["msg"] and "loop0" in got["msg"] and "#" in got["msg"], got
+
+
+def test_killed_rank_is_an_error(tmp_path):
+    table, stop, procs = _start(tmp_path, "allreduce", "loop")
+    try:
+        _ready(tmp_path, procs)
+        procs[3].kill()
+        procs[3].wait()
+        results, out = _finish(stop, procs[:3], timeout=60)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert all(results), out
+    for r in results:
+        assert r["error"] == "PeerError" and "rank 3" in r["msg"] and r["wrong"] == 0, r
