@@ -154,8 +154,9 @@ class Failover:
                     moving = True  # still going on a live channel: finish it after the vote
             failed_here = self._engine.failed_channels()
             table, iheard = self._vote(req, me, mask, _eng.VOTE_RUNNING if moving else 0)
-            log.trace("HEALTH", f"{req.name} #{req.seq} (collective {me}): rc {rc}, voted "
-                      f"{mask:#x}{' running' if moving else ''}; table {table}")
+            if log.enabled("TRACE", "HEALTH"):  # every striped collective votes: no f-string
+                log.trace("HEALTH", f"{req.name} #{req.seq} (collective {me}): rc {rc}, voted "
+                          f"{mask:#x}{' running' if moving else ''}; table {table}")
             colls = [c for c, _, _ in table]
             k = min(colls)
             if k < me:  # ranks behind need the collective this rank returned from

@@ -43,8 +43,13 @@ def _start(tmp_path, kind, transport, n=4, env_extra=None):
             env.pop(k, None)
         if hosts:
             env["NEZHA_HOST_ID"] = "h" + hosts.split(",")[r]
-        procs.append(subprocess.Popen([sys.executable, WORKER, stop, kind], env=env, text=True,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+        # output to a file, not a pipe: a rank logging more than a pipe holds (NEZHA_DEBUG)
+        # would block in write() while the test waits for it
+        with open(tmp_path / f"rank{r}.log", "w") as log:
+            p = subprocess.Popen([sys.executable, WORKER, stop, kind], env=env,
+                                 stdout=log, stderr=subprocess.STDOUT)
+        p.log = tmp_path / f"rank{r}.log"
+        procs.append(p)
     return table, stop, procs
 
 
@@ -55,7 +60,8 @@ def _finish(stop, procs, timeout=120):
     try:
         for p in procs:
             try:
-                outs.append(p.communicate(timeout=max(1, deadline - time.time()))[0])
+                p.wait(timeout=max(1, deadline - time.time()))
+                outs.append(p.log.read_text())
             except subprocess.TimeoutExpired:  # a hang: the stacks of every rank, then fail
                 for q in procs:
                     if q.poll() is None:
@@ -63,7 +69,8 @@ def _finish(stop, procs, timeout=120):
                 time.sleep(1)
                 for q in procs:
                     q.kill()
-                stacks = "\n".join(q.communicate()[0][-6000:] for q in procs)
+                    q.wait()
+                stacks = "\n".join(q.log.read_text()[-6000:] for q in procs)
                 pytest.fail(f"ranks hung after the stop file:\n{stacks}")
     finally:
         for p in procs:
@@ -98,10 +105,11 @@ def _run(tmp_path, kind, transport, inject, env_extra=None):
     return results, out
 
 
-HIER_BUG = pytest.mark.skip(reason="open bug (issue 18 note): with hierarchical collectives a "
-                            "reset or closed rail sometimes leaves a rank waiting for bytes "
-                            "already in its socket, or the ranks voting in two collectives, "
-                            "until NEZHA_TIMEOUT; flat layouts pass")
+HIER_BUG = pytest.mark.skipif(
+    not os.environ.get("TEST_HIER_BUG"),  # TEST_HIER_BUG=1 runs them
+    reason="open bug (issue 18 note): with hierarchical collectives a reset or closed rail "
+           "sometimes leaves a rank waiting for bytes already in its socket, or the ranks "
+           "voting in two collectives, until NEZHA_TIMEOUT; flat layouts pass")
 
 
 @pytest.mark.parametrize("transport", ["loop", "loop+shm",
