@@ -152,17 +152,21 @@ static inline void nz_health_post(nz_health_t *h, int32_t i, const nz_frame_t *f
     (void)w;
 }
 
+/* Control endpoint i is closed: record it and tell Python (type 0 pseudo-frame). */
+static inline void nz_health_closed(nz_health_t *h, int32_t i) {
+    h->closed[i] = 1;
+    nz_frame_t f;
+    memset(&f, 0, sizeof(f));
+    f.magic = NZ_CTRL_MAGIC;
+    nz_health_post(h, i, &f, NULL);
+}
+
 static inline void nz_health_read_locked(nz_health_t *h, int32_t i, int64_t now) {
     char *rb = h->rbuf + (size_t)i * NZ_RBUF;
     for (;;) {
         ssize_t k = h->ctrl[i].tr->recv(h->ctrl[i].tx, rb + h->rlen[i], NZ_RBUF - h->rlen[i]);
         if (k < 0) {
-            h->closed[i] = 1;
-            nz_frame_t f;
-            memset(&f, 0, sizeof(f));
-            f.magic = NZ_CTRL_MAGIC;
-            f.type = 0; /* pseudo-frame: the connection closed */
-            nz_health_post(h, i, &f, NULL);
+            nz_health_closed(h, i);
             return;
         }
         if (k == 0) return;
@@ -216,13 +220,7 @@ static inline void nz_health_read(nz_health_t *h, int32_t i, int64_t now) {
 /* The control endpoint i cannot move again: record it as closed and tell Python. */
 static inline void nz_health_lost(nz_health_t *h, int32_t i) {
     if (pthread_mutex_trylock(&h->rlock[i]) != 0) return;
-    if (!h->closed[i]) {
-        h->closed[i] = 1;
-        nz_frame_t f;
-        memset(&f, 0, sizeof(f));
-        f.magic = NZ_CTRL_MAGIC;
-        nz_health_post(h, i, &f, NULL);
-    }
+    if (!h->closed[i]) nz_health_closed(h, i);
     pthread_mutex_unlock(&h->rlock[i]);
 }
 

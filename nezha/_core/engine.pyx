@@ -813,6 +813,14 @@ cdef dict _hdr_dict(nezha_hdr_t *h):
                 root=h.root, count=h.count, plan=h.plan, src_rank=h.src_rank)
 
 
+cdef Endpoint _speaks_contract(Endpoint ep):
+    """ep (None allowed), if its transport speaks this engine's contract version."""
+    if ep is not None and ep.ops.version != NZ_TRANSPORT_VERSION:
+        raise ValueError(f"transport {ep.kind}: contract version {ep.ops.version}, "
+                         f"this engine speaks {NZ_TRANSPORT_VERSION}")
+    return ep
+
+
 cdef class Engine:
     """Endpoints of one communicator, the loop that runs schedules over them, and the
     health thread that heartbeats on the control endpoints."""
@@ -883,10 +891,7 @@ cdef class Engine:
             raise MemoryError()
         self.ctrl = list(ctrl)
         for i in range(n):
-            ep = ctrl[i]
-            if ep is not None and ep.ops.version != NZ_TRANSPORT_VERSION:
-                raise ValueError(f"transport {ep.kind}: contract version {ep.ops.version}, "
-                                 f"this engine speaks {NZ_TRANSPORT_VERSION}")
+            ep = _speaks_contract(ctrl[i])
             self.h.ctrl[i].tr = ep.ops if ep is not None else NULL
             self.h.ctrl[i].tx = ep.ctx if ep is not None else NULL
             self.h.closed[i] = ep is None
@@ -974,9 +979,7 @@ cdef class Engine:
         """Point endpoint ep at a transport endpoint (a new one for a re-admitted channel);
         None disables it."""
         cdef nz_ep_t *p = &self.e.eps[ep]
-        if endpoint is not None and endpoint.ops.version != NZ_TRANSPORT_VERSION:
-            raise ValueError(f"transport {endpoint.kind}: contract version "
-                             f"{endpoint.ops.version}, this engine speaks {NZ_TRANSPORT_VERSION}")
+        _speaks_contract(endpoint)
         if endpoint is not None and p.stage == NULL:
             p.stage = <char *>malloc(self.stage_bytes)
             if p.stage == NULL:
