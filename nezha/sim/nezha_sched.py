@@ -1,0 +1,180 @@
+"""Workloads from nezha's own planner and schedule builders: what the engine would run.
+
+For every rank we build the engine's Schedule with the same calls the communicator makes
+(planner.allreduce -> slices -> s.ring_allreduce / s.hier_allreduce / ...), read its ops
+(ops.py) and pair every send with the receive it meets on the peer: ops on one endpoint
+run in post order, so the k-th send of rank a to rank b on channel c meets the k-th
+receive of b from a on c. Each pair is one transfer; local reductions are CPU tasks;
+the ops' dependencies become the tasks' dependencies, and post order on an endpoint
+becomes a FULL dependency on the endpoint's previous transfer.
+"""
+import numpy as np
+
+from nezha._core import engine as _eng
+from nezha.config import Config
+from nezha.planner import ALGO_HIER, ALGO_RD, ALGO_TREE, Planner
+from nezha.sim import ops as O
+from nezha.sim.workload import FULL, STARTED, STREAM, Workload
+from nezha.types import DType, ReduceOp
+
+HIER_CHUNK = 1 << 20  # as nezha/communicator.py: bytes per hierarchical chunk
+_OUT, _IN = 1 << 44, 2 << 44  # addresses the builders record but the simulator never reads
+COLLS = ("allreduce", "broadcast", "allgather", "reduce_scatter", "alltoall", "reduce")
+
+
+def make_planner(ranks, host_of, nchan, rail_rates=None, nconns=1, overrides=None):
+    """nezha's Planner for this layout, in the state it converges to: split by the rails'
+    rates (the cost model's prior once every channel has been measured)."""
+    cfg = Config._read(dict(overrides or {}), {})
+    pl = Planner(nchan, cfg, [f"chan{c}" for c in range(nchan)], ranks)
+    pl.set_hosts(list(host_of))
+    if rail_rates is not None and cfg["SPLIT"] != "equal":
+        rates = [float(rail_rates[c // nconns]) / nconns for c in range(nchan)]
+        pl.model.rho = rates  # what apply() would have learned from these rails
+    return pl
+
+
+def plan_of(planner, coll, nbytes, esize=4, root=0):
+    """The Plan nezha makes for nbytes of coll (allgather etc.: nbytes of every block)."""
+    count = max(int(nbytes) // esize, 1)
+    if coll == "allreduce":
+        return planner.allreduce(count, esize)
+    if coll == "broadcast":
+        return planner.broadcast(count, esize, ALGO_TREE, root)
+    if coll == "reduce":
+        return planner.reduce(count, esize)
+    if coll in ("allgather", "reduce_scatter"):
+        algo = planner.algorithm(coll, count * esize * planner.ranks)
+        return planner.blocks(coll, count, esize, algo)
+    if coll == "alltoall":
+        return planner.blocks(coll, count, esize, planner.algorithm(coll, count * esize))
+    raise ValueError(f"collective={coll!r}: choose one of {', '.join(COLLS)}")
+
+
+def _build(s, coll, plan, rank, planner, count, es, root):
+    """The communicator's build(), for one rank, with fake buffer addresses."""
+    hier = planner.hier_groups(rank)
+    hosts = planner.hier_hosts()
+    n = planner.ranks
+    for chan, off, cnt in plan.slices:
+        o, p = _OUT + off * es, _IN + off * es
+        algo = plan.algo
+        if coll == "allreduce" or (coll == "reduce" and algo in (ALGO_RD, ALGO_HIER)):
+            if algo == ALGO_RD:
+                s.rd_allreduce(chan, o, p, cnt)
+            elif algo == ALGO_HIER:
+                s.hier_allreduce(chan, o, p, cnt, *hier, HIER_CHUNK // es)
+            else:
+                s.ring_allreduce(chan, o, p, cnt)
+        elif coll == "reduce":
+            s.reduce(chan, root, o if rank == root else 0, p, cnt,
+                     None if rank == root else np.empty(cnt * es + 1, np.uint8))
+        elif coll == "broadcast":
+            if algo == ALGO_HIER:
+                s.hier_broadcast(chan, root, o, cnt, hosts)
+            else:
+                s.broadcast(chan, root, o, cnt, algo == ALGO_TREE)
+        elif coll == "allgather":
+            if algo == ALGO_HIER:
+                s.hier_allgather(chan, _OUT, _IN, count, off, cnt, hosts)
+            else:
+                (s.rd_allgather if algo == ALGO_RD else s.allgather)(
+                    chan, _OUT, _IN, count, off, cnt)
+        elif coll == "reduce_scatter":
+            if algo == ALGO_HIER:
+                s.hier_reduce_scatter(chan, _OUT, _IN, count, off, cnt, hosts,
+                                      np.empty((n + len(hosts)) * cnt * es + 1, np.uint8))
+            else:
+                (s.rh_reduce_scatter if algo == ALGO_RD else s.reduce_scatter)(
+                    chan, _OUT, _IN, count, off, cnt, np.empty(n * cnt * es + 1, np.uint8))
+        elif coll == "alltoall":
+            s.alltoall(chan, _OUT, _IN, count, off, cnt)
+
+
+_COLL_ID = {"allreduce": _eng.COLL_ALLREDUCE, "broadcast": _eng.COLL_BROADCAST,
+            "reduce": _eng.COLL_REDUCE, "allgather": _eng.COLL_ALLGATHER,
+            "reduce_scatter": _eng.COLL_REDUCE_SCATTER, "alltoall": _eng.COLL_ALLTOALL}
+
+
+def schedules(coll, nbytes, planner, esize=4, root=0):
+    """(plan, [ops record array per rank], [header-send mask per rank])."""
+    plan = plan_of(planner, coll, nbytes, esize, root)
+    count = max(int(nbytes) // esize, 1)
+    dtype = DType.FLOAT32 if esize == 4 else DType.UINT8
+    out, hdr = [], []
+    for r in range(planner.ranks):
+        s = _eng.Schedule(r, planner.ranks, planner.nchan, _COLL_ID[coll], 0, int(dtype),
+                          int(ReduceOp.SUM), count, root if coll in ("broadcast", "reduce")
+                          else -1, plan.algo, plan.hash)
+        _build(s, coll, plan, r, planner, count, esize, root)
+        ops = O.read_ops(s)
+        base = id(s)
+        # a header send points into the Schedule object itself (its hdr field)
+        hdr.append((ops["kind"] == O.SEND) & (ops["ptr"] >= base) & (ops["ptr"] < base + 4096))
+        out.append(ops)
+        del s
+    return plan, out, hdr
+
+
+def workload(coll, nbytes, planner, esize=4, root=0):
+    """The Workload nezha would run for nbytes of coll on planner's layout."""
+    plan, per_rank, hdr = schedules(coll, nbytes, planner, esize, root)
+    return to_workload(per_rank, hdr, planner.ranks, planner.nchan,
+                       label=f"nezha {coll} {plan!r}"), plan
+
+
+def to_workload(per_rank, hdr, size, nchan, label=""):
+    """Pair sends with receives and turn the ops of every rank into one Workload."""
+    lens = np.array([len(o) for o in per_rank])
+    off = np.concatenate([[0], np.cumsum(lens)])
+    ops = np.concatenate(per_rank) if len(per_rank) else np.zeros(0, O.OP_DTYPE)
+    is_hdr = np.concatenate(hdr) if len(hdr) else np.zeros(0, bool)
+    rank = np.repeat(np.arange(size), lens)
+    g = np.arange(len(ops))
+    kind = ops["kind"].astype(np.int64)
+    ep = ops["ep"].astype(np.int64)
+    peer, chan = ep % size, ep // size
+    is_send = kind == O.SEND
+    is_recv = (kind == O.RECV) | (kind == O.RECV_REDUCE) | (kind == O.RECV_HDR)
+    s_idx, r_idx = g[is_send], g[is_recv]
+    s_key = (rank[s_idx] * size + peer[s_idx]) * nchan + chan[s_idx]
+    r_key = (peer[r_idx] * size + rank[r_idx]) * nchan + chan[r_idx]
+    s_idx = s_idx[np.lexsort((s_idx, s_key))]
+    r_idx = r_idx[np.lexsort((r_idx, r_key))]
+    s_key = (rank[s_idx] * size + peer[s_idx]) * nchan + chan[s_idx]
+    r_key = (peer[r_idx] * size + rank[r_idx]) * nchan + chan[r_idx]
+    if len(s_idx) != len(r_idx) or not np.array_equal(s_key, r_key):
+        raise ValueError("schedules do not match: some send has no receive on its peer")
+    nb = ops["nbytes"].astype(np.float64)
+    if not np.array_equal(nb[s_idx], nb[r_idx]):
+        raise ValueError("schedules do not match: a send and its receive differ in length")
+    M = len(s_idx)
+    loc = g[kind == O.LOCAL_REDUCE]
+    op2task = np.full(len(ops), -1, np.int64)
+    op2task[s_idx] = np.arange(M)
+    op2task[r_idx] = np.arange(M)
+    op2task[loc] = M + np.arange(len(loc))
+    t_kind = np.concatenate([np.zeros(M, np.int8), np.ones(len(loc), np.int8)])
+    # headers leave with their data's first segment: they cost nothing of their own
+    t_bytes = np.concatenate([np.where(is_hdr[s_idx], 0.0, nb[s_idx]), nb[loc]])
+    t_src = np.concatenate([rank[s_idx], rank[loc]])
+    t_dst = np.concatenate([peer[s_idx], rank[loc]])
+    t_chan = np.concatenate([chan[s_idx], ops["chan"][loc].astype(np.int64)])
+    t_reduce = np.concatenate([kind[r_idx] == O.RECV_REDUCE, np.ones(len(loc), bool)])
+    # the ops' own dependencies
+    dt, dp, dk = [], [], []
+    for field in ("dep0", "dep1"):
+        d = ops[field].astype(np.int64)
+        has = d >= 0
+        gi = g[has]
+        pred = off[rank[gi]] + d[has]
+        fl = ops["flags"][gi]
+        same = nb[pred] == nb[gi]
+        k = np.where(fl & O.DEP_FULL, FULL, np.where(fl & O.DEP_STARTED, STARTED,
+                                                      np.where(same, STREAM, FULL)))
+        dt.append(op2task[gi]); dp.append(op2task[pred]); dk.append(k)
+    # post order on an endpoint
+    fifo = np.flatnonzero(s_key[1:] == s_key[:-1]) + 1
+    dt.append(fifo); dp.append(fifo - 1); dk.append(np.full(len(fifo), FULL))
+    deps = tuple(np.concatenate(x) for x in (dt, dp, dk))
+    return Workload(size, t_kind, t_bytes, t_src, t_dst, t_chan, t_reduce, deps, label=label)
