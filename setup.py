@@ -1,8 +1,12 @@
 """Build the Cython extensions under nezha/_core (the rest is pure Python)."""
 import os
+import shutil
+import subprocess
+import sys
 
 import numpy
 from Cython.Build import cythonize
+from Cython.Compiler.Errors import CompileError
 from setuptools import Extension, setup
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -13,27 +17,60 @@ MODULES = ["reduce", "engine"]
 DEBUG = os.environ.get("NEZHA_BUILD_DEBUG") == "1"
 
 
-def ext(name):
+def ext(name, include=(), libraries=(), optional=False):
     return Extension(
         f"nezha._core.{name}",
         [f"nezha/_core/{name}.pyx"],
-        include_dirs=INCLUDE,
+        include_dirs=INCLUDE + list(include),
+        libraries=list(libraries),
         extra_compile_args=CFLAGS,
         define_macros=[("CYTHON_TRACE_NOGIL", "1")] if DEBUG else [],
+        optional=optional,   # a failed compile skips it instead of stopping the build
     )
 
 
-setup(
-    ext_modules=cythonize(
-        [ext(n) for n in MODULES if os.path.exists(os.path.join(HERE, f"nezha/_core/{n}.pyx"))],
-        compiler_directives={
-            "language_level": 3,
-            "embedsignature": True,
-            "boundscheck": False,
-            "wraparound": False,
-            "cdivision": True,
-            "linetrace": DEBUG,
-        },
-        annotate=DEBUG,
-    ),
+def hwloc_flags():
+    """(include dirs, libraries) of hwloc 2.x, or None if its headers are absent (then
+    nezha.topo falls back to reading sysfs)."""
+    if shutil.which("pkg-config"):
+        got = subprocess.run(["pkg-config", "--cflags-only-I", "--libs-only-l", "hwloc >= 2.0"],
+                             capture_output=True, text=True)
+        if got.returncode != 0:
+            return None   # absent, or hwloc 1.x
+        words = got.stdout.split()
+        return ([w[2:] for w in words if w.startswith("-I")],
+                [w[2:] for w in words if w.startswith("-l")] or ["hwloc"])
+    if os.path.exists("/usr/include/hwloc.h"):
+        return [], ["hwloc"]
+    return None
+
+
+CYTHON = dict(
+    compiler_directives={
+        "language_level": 3,
+        "embedsignature": True,
+        "boundscheck": False,
+        "wraparound": False,
+        "cdivision": True,
+        "linetrace": DEBUG,
+    },
+    annotate=DEBUG,
 )
+
+
+def extensions():
+    exts = cythonize([ext(n) for n in MODULES
+                      if os.path.exists(os.path.join(HERE, f"nezha/_core/{n}.pyx"))], **CYTHON)
+    flags = hwloc_flags()
+    if flags is None:
+        print("setup.py: hwloc headers not found (Debian: libhwloc-dev): building without "
+              "nezha._core.hwloc; `nezha topo` reads sysfs instead", file=sys.stderr)
+        return exts
+    try:
+        return exts + cythonize([ext("hwloc", *flags, optional=True)], **CYTHON)
+    except CompileError as e:
+        print(f"setup.py: nezha._core.hwloc not built ({e})", file=sys.stderr)
+        return exts
+
+
+setup(ext_modules=extensions())

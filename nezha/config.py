@@ -177,7 +177,7 @@ def _parse_list(s: str, allowed: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(picked))   # drop repeats, keep order
 
 
-SUBSYSTEMS = ("INIT", "BOOT", "RAIL", "COLL", "PLAN", "HEALTH", "ENV", "ALL")
+SUBSYSTEMS = ("INIT", "BOOT", "RAIL", "COLL", "PLAN", "HEALTH", "ENV", "TOPO", "ALL")
 RAIL_KINDS = ("tcp", "shm", "loop", "ina", "rdma", "all")
 NOT_IN_ALL = ("loop",)  # a test transport: only when named
 
@@ -187,11 +187,12 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
         "WARN adds warnings (something is probably wrong but nezha carries on); INFO adds what "
         "nezha decided and why, for the subsystems in NEZHA_DEBUG_SUBSYS; TRACE adds detail per "
         "operation and slows things down. Lines go to stderr, or to NEZHA_DEBUG_FILE.")),
-    Param("DEBUG_SUBSYS", "list", "INIT,BOOT,RAIL,PLAN,HEALTH,ENV", allowed=SUBSYSTEMS, help=(
+    Param("DEBUG_SUBSYS", "list", "INIT,BOOT,RAIL,PLAN,HEALTH,ENV,TOPO", allowed=SUBSYSTEMS, help=(
         "Subsystems whose INFO and TRACE lines are printed: INIT (communicator setup), BOOT "
         "(rank discovery, handle exchange), RAIL (rail discovery, connections, failures), COLL "
         "(every collective call), PLAN (algorithm and striping choices), HEALTH (rail health "
-        "checks), ENV (settings that differ from their defaults), or ALL. A leading ^ prints "
+        "checks), ENV (settings that differ from their defaults), TOPO (topology probe, rail "
+        "formation, binding), or ALL. A leading ^ prints "
         "every subsystem except the listed ones (^COLL,PLAN). Warnings are printed whatever "
         "this says.")),
     Param("DEBUG_FILE", "str", "", syntax="file path; %h = host, %p = pid", help=(

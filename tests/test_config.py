@@ -82,10 +82,10 @@ def test_bools(text, value):
 
 
 def test_lists_and_enums():
-    every = ("INIT", "BOOT", "RAIL", "COLL", "PLAN", "HEALTH", "ENV")
+    every = ("INIT", "BOOT", "RAIL", "COLL", "PLAN", "HEALTH", "ENV", "TOPO")
     assert parse("DEBUG_SUBSYS", "init, env") == ("INIT", "ENV")
     assert parse("DEBUG_SUBSYS", "ALL") == every
-    assert parse("DEBUG_SUBSYS", "^COLL,PLAN") == ("INIT", "BOOT", "RAIL", "HEALTH", "ENV")
+    assert parse("DEBUG_SUBSYS", "^COLL,PLAN") == ("INIT", "BOOT", "RAIL", "HEALTH", "ENV", "TOPO")
     assert parse("RAILS", "shm,tcp,shm") == ("shm", "tcp")   # order kept, repeats dropped
     assert parse("RAILS", "all") == ("tcp", "shm", "ina", "rdma")
     assert parse("RAILS", "^ina") == ("tcp", "shm", "rdma")

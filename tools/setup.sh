@@ -12,6 +12,8 @@ command -v lstopo-no-graphics >/dev/null 2>&1 || need_deb+=(hwloc-nox)
 command -v ip >/dev/null 2>&1 || need_deb+=(iproute2)
 command -v tc >/dev/null 2>&1 || need_deb+=(iproute2)
 command -v ethtool >/dev/null 2>&1 || need_deb+=(ethtool)
+# hwloc's headers for nezha._core.hwloc (`nezha topo`); without them the build skips it
+[ -f /usr/include/hwloc.h ] || need_deb+=(libhwloc-dev)
 if [ ${#need_deb[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         echo "setup: installing Debian packages: ${need_deb[*]}"

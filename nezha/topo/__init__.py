@@ -1,0 +1,1 @@
+"""Topology: packages, NUMA nodes, NICs and GPUs (hwloc, or sysfs without it), and rails across hosts."""
