@@ -1,0 +1,135 @@
+"""Rail formation from per-rank NIC reports (nezha/topo/rails.py form()): a pure function."""
+import pytest
+
+from nezha.rails.tcp.ifaces import Interface
+from nezha.topo import rails
+
+
+def nic(name, address=None, prefix=24, kind="ethernet", up=True, speed=None, control=(),
+        default_route=False):
+    subnet = None
+    if address:
+        import ipaddress
+        subnet = str(ipaddress.IPv4Network(f"{address}/{prefix}", strict=False))
+    return {"name": name, "address": address, "prefixlen": prefix if address else None,
+            "subnet": subnet, "up": up, "speed_mbps": speed, "kind": kind,
+            "default_route": default_route, "control": list(control)}
+
+
+def lab_host(i, nrails=3, mgmt=True, skip=()):
+    """A lab host as nezha/lab builds it: rail<r> 10.(10+r).0.(i+1)/24, mgmt 10.9.0.(i+1)/24
+    holding MASTER_ADDR (host 0's mgmt address), lo."""
+    out = [nic("lo", "127.0.0.1", 8, kind="loopback")]
+    if mgmt:
+        out.append(nic("mgmt", f"10.9.0.{i + 1}", kind="virtual", control=["10.9.0.1"]))
+    out += [nic(f"rail{r}", f"10.{10 + r}.0.{i + 1}", kind="virtual")
+            for r in range(nrails) if r not in skip]
+    return out
+
+
+def test_lab_three_rails_and_mgmt():
+    f = rails.form([lab_host(i) for i in range(4)])
+    assert [r.name for r in f.rails] == ["rail0", "rail1", "rail2"]
+    assert [r.subnet for r in f.rails] == ["10.10.0.0/24", "10.11.0.0/24", "10.12.0.0/24"]
+    assert f.for_rank(3) == ["rail0", "rail1", "rail2"]
+    for reasons in f.reasons:
+        assert reasons["mgmt"].startswith("left out: management network")
+        assert "10.9.0.1" in reasons["mgmt"]
+        assert reasons["lo"] == "left out: loopback"
+        assert reasons["rail1"].startswith("rail 1")
+
+
+def test_host_missing_one_rail_leaves_it_out_everywhere():
+    reports = [lab_host(i, skip=(1,) if i == 2 else ()) for i in range(4)]
+    f = rails.form(reports, names=["h0", "h1", "h2", "h3"])
+    assert [r.name for r in f.rails] == ["rail0", "rail2"]
+    assert any("10.11.0.0/24 is missing on rank 2 (h2)" in n for n in f.notes)
+    for r in (0, 1, 3):
+        assert "missing" in f.reasons[r]["rail1"]
+
+
+def test_mismatched_subnets():
+    # Host 1's second NIC is in 10.21.0.0/24 instead of 10.11.0.0/24; a /16 is another subnet.
+    a = [nic("eth0", "10.10.0.1"), nic("eth1", "10.11.0.1"), nic("eth2", "10.12.0.1")]
+    b = [nic("eth0", "10.10.0.2"), nic("eth1", "10.21.0.2"), nic("eth2", "10.12.0.2", 16)]
+    f = rails.form([a, b])
+    assert [(r.name, r.subnet) for r in f.rails] == [("eth0", "10.10.0.0/24")]
+    assert len([n for n in f.notes if "missing" in n]) == 4
+    assert "missing" in f.reasons[1]["eth2"]
+
+
+def test_bridges_down_and_second_nic_on_a_subnet():
+    a = [nic("docker0", "172.17.0.1", 16, kind="bridge"), nic("eth0", "10.0.0.1"),
+         nic("eth1", "10.0.0.11"), nic("ib0", "10.1.0.1", kind="infiniband", speed=100000),
+         nic("eth9", None), nic("eth5", "10.5.0.1", up=False)]
+    b = [nic("docker0", "172.17.0.1", 16, kind="bridge"), nic("eth0", "10.0.0.2"),
+         nic("ib0", "10.1.0.2", kind="infiniband", speed=200000)]
+    f = rails.form([a, b])
+    assert [r.name for r in f.rails] == ["eth0", "ib0"]
+    assert f.rails[1].speed_mbps == 100000 and f.rails[1].kind == "infiniband"
+    assert f.rails[0].speed_mbps is None   # unknown on one side: unknown
+    assert "bridge" in f.reasons[0]["docker0"]
+    assert "same subnet 10.0.0.0/24 as eth0" in f.reasons[0]["eth1"]
+    assert "down" in f.reasons[0]["eth9"] and "down" in f.reasons[0]["eth5"]
+
+
+def test_default_route_is_management_unless_it_is_the_only_network():
+    a = [nic("eth0", "192.168.1.5", default_route=True), nic("ib0", "10.1.0.1")]
+    b = [nic("eth0", "192.168.1.6", default_route=True), nic("ib0", "10.1.0.2")]
+    f = rails.form([a, b])
+    assert [r.name for r in f.rails] == ["ib0"]
+    assert "default route" in f.reasons[0]["eth0"]
+    # Only one network: it carries the data too (a laptop, a cloud VM).
+    f = rails.form([a[:1], b[:1]])
+    assert [r.name for r in f.rails] == ["eth0"]
+
+
+def test_different_names_on_hosts_give_numbered_rails():
+    a = [nic("enp1s0", "10.10.0.1"), nic("enp2s0", "10.11.0.1")]
+    b = [nic("eth0", "10.10.0.2"), nic("eth1", "10.11.0.2")]
+    f = rails.form([a, b])
+    assert [r.name for r in f.rails] == ["rail0", "rail1"]
+    assert f.for_rank(1) == ["eth0", "eth1"]
+
+
+def test_loopback_only_when_one_host_has_nothing_else():
+    lo = [nic("lo", "127.0.0.1", 8, kind="loopback")]
+    f = rails.form([lo, lo], hosts=["h", "h"])
+    assert [r.name for r in f.rails] == ["lo"]
+    f = rails.form([lo, lo], hosts=["h", "g"])
+    assert f.rails == []
+    f = rails.form([lo + [nic("eth0", "10.0.0.1")]] * 2, hosts=["h", "h"])
+    assert [r.name for r in f.rails] == ["eth0"] and f.reasons[0]["lo"] == "left out: loopback"
+
+
+class _Boot:
+    """Rank 0 of two; the peer reports `peer`."""
+    rank = 0
+
+    def __init__(self, peer):
+        self.peer = peer
+
+    def allgather(self, obj):
+        return [obj, dict(obj, nics=self.peer, host="h1", hostname="h1")]
+
+
+def test_select_overrides_and_forms(monkeypatch):
+    here = [Interface("lo", "127.0.0.1", "255.0.0.0", 8, True, True),
+            Interface("eth0", "10.0.0.1", "255.255.255.0", 24, True),
+            Interface("eth1", "10.1.0.1", "255.255.255.0", 24, True)]
+    monkeypatch.setattr(rails, "list_interfaces", lambda: here)
+    monkeypatch.setattr(rails, "kind_of", lambda i: "loopback" if i.is_loopback else "ethernet")
+    monkeypatch.setattr(rails, "control_addresses", lambda environ=None: [])
+    boot = _Boot([nic("eth0", "10.0.0.2"), nic("eth1", "10.9.9.2")])
+    assert [i.name for i in rails.select(boot, None)] == ["eth0"]   # eth1: another subnet there
+    assert [i.name for i in rails.select(boot, "eth")] == ["eth0", "eth1"]   # the override
+    boot = _Boot([nic("eth7", "10.7.0.2")])
+    with pytest.raises(rails.InvalidUsageError, match="no network reaches every host"):
+        rails.select(boot, None)
+
+
+def test_control_addresses():
+    env = {"MASTER_ADDR": "10.9.0.1",
+           "PMIX_SERVER_URI41": "prterun-nzh0-1@0.0;tcp4://10.9.0.1:40123",
+           "PMIX_SERVER_URI3": "x;tcp4://10.9.0.7:1"}
+    assert rails.control_addresses(env) == ["10.9.0.1", "10.9.0.7"]
