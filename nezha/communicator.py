@@ -17,7 +17,7 @@ from nezha.failover import LAZY_MAX_BYTES, Failover
 from nezha.mesh import Mesh
 from nezha.planner import ALGO_DIRECT, ALGO_HIER, ALGO_NAMES, ALGO_RD, ALGO_TREE, Plan, Planner
 from nezha.rails.tcp.device import TcpRail
-from nezha.rails.tcp.ifaces import select_interfaces
+from nezha.topo import rails as topo_rails
 from nezha.transports.loop import loop_rails
 from nezha.types import DType, ReduceOp, check_op_dtype
 
@@ -79,7 +79,8 @@ class Communicator(Executor, Failover, Diagnose):
         if "loop" in cfg["RAILS"]:
             tcp = loop_rails(cfg["LOOP_RAILS"], cfg["PORT_RANGE"])[: cfg["MAX_RAILS"]]
         else:
-            ifaces = select_interfaces(cfg["SOCKET_IFNAME"])[: cfg["MAX_RAILS"]]
+            # NEZHA_SOCKET_IFNAME if set, else the rails every host reaches (nezha/topo/rails.py)
+            ifaces = topo_rails.select(boot, cfg["SOCKET_IFNAME"], cfg["HOST_ID"])[: cfg["MAX_RAILS"]]
             tcp = [TcpRail(i, cfg["PORT_RANGE"]) for i in ifaces]
         log.info("INIT", f"rank {self.rank}/{self.size} local_rank {self.local_rank} "
                  f"bootstrap {boot.kind} rails {[r.name for r in tcp]}")

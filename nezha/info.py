@@ -54,6 +54,7 @@ def _torch() -> str | None:
 def collect() -> dict:
     """Everything `nezha info` reports, as a JSON-ready dict."""
     from nezha.rails.tcp.ifaces import list_interfaces, select_interfaces
+    from nezha.topo import rails as topo_rails
     cfg = config.Config.load(strict=False)   # show bad values instead of stopping at the first
     settings = [{"name": config.PREFIX + n, "value": cfg.display(n), "source": cfg.source(n),
                  "error": cfg.errors.get(n)} for n in config.PARAMS]
@@ -65,6 +66,13 @@ def collect() -> dict:
         rails["selected"] = [i.name for i in select_interfaces(spec, interfaces)]
     except InvalidUsageError as e:
         rails["error"] = str(e)
+    # Unset NEZHA_SOCKET_IFNAME: rails are formed with the other ranks at start-up; alone,
+    # this host's view is what it would offer (nezha/topo/rails.py).
+    formed = topo_rails.form([topo_rails.local_report(interfaces)])
+    formation = {"rails": [vars(r) for r in formed.rails], "reasons": formed.reasons[0],
+                 "notes": formed.notes}
+    if not spec and not rails["error"]:
+        rails["selected"] = [r.name for r in formed.rails]
     return {
         "nezha": nezha.__version__,
         "python": platform.python_version(),
@@ -78,6 +86,7 @@ def collect() -> dict:
         "settings": settings,
         "interfaces": [dict(vars(i), usable=i.usable) for i in interfaces],
         "rails": rails,
+        "rail_formation": formation,
     }
 
 
@@ -113,6 +122,8 @@ def _text(d: dict) -> str:
         extra += [f"{i['speed_mbps']} Mb/s"] if i["speed_mbps"] else []
         if i["name"] in rails["selected"]:
             extra.append(f"-> rail {rails['selected'].index(i['name'])}")
+        elif not rails["spec"] and i["name"] in d["rail_formation"]["reasons"]:
+            extra.append(d["rail_formation"]["reasons"][i["name"]])
         lines.append(f"  {i['name']:<12} {addr:<20} {'up' if i['is_up'] else 'down':<5} "
                      + "  ".join(extra))
     spec = f"NEZHA_SOCKET_IFNAME={rails['spec']}" if rails["spec"] else "NEZHA_SOCKET_IFNAME unset"
@@ -122,6 +133,10 @@ def _text(d: dict) -> str:
     else:
         off = "" if rails["tcp_allowed"] else " (but NEZHA_RAILS does not allow tcp)"
         lines.append(f"tcp rails ({spec}): {', '.join(rails['selected'])}{off}")
+        if not rails["spec"]:
+            lines.append("  formed at start-up from the networks every host reaches; "
+                         "this host alone offers the above")
+            lines += [f"  {n}" for n in d["rail_formation"]["notes"]]
     return "\n".join(lines)
 
 

@@ -1,4 +1,7 @@
 """Rail formation from per-rank NIC reports (nezha/topo/rails.py form()): a pure function."""
+import os
+import sys
+
 import pytest
 
 from nezha.rails.tcp.ifaces import Interface
@@ -133,3 +136,51 @@ def test_control_addresses():
            "PMIX_SERVER_URI41": "prterun-nzh0-1@0.0;tcp4://10.9.0.1:40123",
            "PMIX_SERVER_URI3": "x;tcp4://10.9.0.7:1"}
     assert rails.control_addresses(env) == ["10.9.0.1", "10.9.0.7"]
+
+
+WORKER = """
+import numpy as np, nezha
+c = nezha.Communicator()
+x = np.full(1 << 20, c.rank + 1, np.float32)
+c.allreduce(x)
+assert (x == sum(range(1, c.size + 1))).all()
+print("RAILS", c.rank, ",".join(r.name for r in c._mesh.rails), flush=True)
+c.close()
+"""
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("launcher", ["env", "mpi"])
+def test_lab_forms_rails_without_ifname(lab_factory, launcher):
+    # 3 rails plus the mgmt network, no interface named: rail0..rail2, mgmt left out (it holds
+    # MASTER_ADDR with the env launcher, the PMIx server's address under mpirun).
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    lab3 = lab_factory(hosts=3, rails=3, rates="400mbit")
+    env = dict(PYTHONPATH=root, NEZHA_SOCKET_IFNAME="", NEZHA_DEBUG="INFO",
+               NEZHA_DEBUG_SUBSYS="TOPO", NEZHA_TIMEOUT="60")
+    before = lab3.counters()
+    res = lab3.run([sys.executable, "-c", WORKER], np=3, env=env, timeout=300, capture=True,
+                   env_rendezvous=launcher == "env")
+    out = (res.stdout or "") + (res.stderr or "")
+    assert res.returncode == 0, out[-3000:]
+    assert sorted(ln.split()[-1] for ln in out.splitlines() if "RAILS" in ln) == \
+        ["rail0,rail1,rail2"] * 3, out[-3000:]
+    assert "mgmt: left out: management network" in out
+    after = lab3.counters()
+    for h in range(3):
+        for r in range(3):
+            assert after[(h, r)][0] - before[(h, r)][0] > 500_000, (h, r)
+
+
+def test_info_says_why_each_interface_is_taken_or_left_out():
+    import json
+    import subprocess
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NEZHA_", "MASTER_"))}
+    out = subprocess.run([sys.executable, "-m", "nezha", "info", "--json"], capture_output=True,
+                         text=True, env=dict(env, PYTHONPATH=root), timeout=60)
+    d = json.loads(out.stdout)
+    reasons = d["rail_formation"]["reasons"]
+    assert set(reasons) == {i["name"] for i in d["interfaces"]}
+    assert reasons["lo"].startswith("left out") or d["rails"]["selected"] == ["lo"]
+    assert d["rails"]["selected"] == [r["name"] for r in d["rail_formation"]["rails"]]
