@@ -17,6 +17,7 @@ from nezha.failover import LAZY_MAX_BYTES, Failover
 from nezha.mesh import Mesh
 from nezha.planner import ALGO_DIRECT, ALGO_HIER, ALGO_NAMES, ALGO_RD, ALGO_TREE, Plan, Planner
 from nezha.rails.tcp.device import TcpRail
+from nezha.topo import bind as topo_bind
 from nezha.topo import rails as topo_rails
 from nezha.transports.loop import loop_rails
 from nezha.types import DType, ReduceOp, check_op_dtype
@@ -84,6 +85,7 @@ class Communicator(Executor, Failover, Diagnose):
             tcp = [TcpRail(i, cfg["PORT_RANGE"]) for i in ifaces]
         log.info("INIT", f"rank {self.rank}/{self.size} local_rank {self.local_rank} "
                  f"bootstrap {boot.kind} rails {[r.name for r in tcp]}")
+        topo_bind.apply(cfg["BIND"], self.local_rank, [r.name for r in tcp])  # before threads
         self._mesh = mesh = Mesh(boot, tcp, cfg["SOCKET_NCONNS"], cfg["CONNECT_TIMEOUT"],
                                  int(cfg["SOCKET_BUFFER"]), use_shm="shm" in cfg["RAILS"],
                                  shm_bytes=int(cfg["SHM_BUFFER"]), host=cfg["HOST_ID"],

@@ -238,6 +238,12 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
         "Which host this rank counts as: ranks with the same id use shared memory with each "
         "other. Unset: hostname, boot id and network namespace (two network namespaces of one "
         "machine are two hosts, as in the lab). Tests set it to make hosts on one machine.")),
+    Param("BIND", "enum", "none", allowed=("none", "numa", "core"), help=(
+        "Bind each rank, and the progress and health threads it starts, near its NIC: numa "
+        "to the CPUs of the NIC's NUMA node, core to one core of them (chosen by local rank). "
+        "The NIC is the nearest one of the rank's GPU when LOCAL_RANK maps to a GPU, else "
+        "its first rail's (`nezha topo` shows both). none binds nothing: binding can hurt "
+        "a rank that shares its host with other work, so it is off unless asked for.")),
     Param("MAX_RAILS", "int", "4", bound=">= 1", help=(
         "Largest number of rails one operation stripes its data over.")),
     Param("MIN_RAIL_PIECE", "size", "64k", help=(

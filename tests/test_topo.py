@@ -174,3 +174,71 @@ def test_fallback_without_hwloc_logs_why(monkeypatch, capsys):
     assert "not built (test)" in capsys.readouterr().err
     with pytest.raises(probe.TopologyError, match="needs hwloc"):
         probe.load(os.path.join(FIXTURES, "cts1-pascal.xml"))
+
+
+@needs_hwloc
+@pytest.mark.parametrize("name, local_rank, rails_, mode, want", [
+    # local rank -> GPU -> its nearest NIC -> that NIC's NUMA node (cpus from the XML's cpuset)
+    ("cts1-pascal.xml", 1, (), "numa", "NUMA node 0 (GPU cuda1's nearest NIC mlx5_0)"),
+    ("coral-lassen.xml", 2, (), "numa", "NUMA node 8 (GPU cuda2's nearest NIC mlx5_2)"),
+    ("coral-lassen.xml", 2, (), "core", "core 2 of NUMA node 8"),
+    # no GPU for the rank: its first rail's NIC (eth2 sits on NUMA node 1)
+    ("96em64t-4n4d3ca2co-pci.xml", 0, ("eth2",), "numa", "NUMA node 1 (rail NIC eth2)"),
+    # ib0 hangs off a Group of NUMA nodes 1 and 3: near both
+    ("40intel64-2g2n4c+pci.output", 0, ("ib0",), "numa", "NUMA nodes 1,3 (rail NIC ib0)"),
+])
+def test_bind_plan(name, local_rank, rails_, mode, want):
+    from nezha.topo import bind
+    t = probe.load(os.path.join(FIXTURES, name))
+    b = bind.plan(t, mode, local_rank, rails_)
+    assert b.why.startswith(want)
+    nodes = {n.index: set(n.cpus) for n in t.numa_nodes}
+    if mode == "core":
+        assert len(b.cpus) == t.pus // t.cores   # one core's PUs
+        assert set(b.cpus) <= nodes[8]
+    elif name.startswith("40intel64"):
+        assert set(b.cpus) == nodes[1] | nodes[3]
+    else:
+        assert set(b.cpus) == nodes[int(want.split()[2])]
+    assert bind.plan(t, "none", local_rank, rails_).cpus is None
+
+
+BIND_WORKER = """
+import glob, json, os
+import numpy as np
+import nezha
+def tasks():
+    return {t: open(t + "/status").read().split("Cpus_allowed_list:")[1].split()[0]
+            for t in glob.glob("/proc/self/task/*")}
+before = tasks()
+c = nezha.Communicator()
+x = np.ones(1 << 16, np.float32)
+c.iallreduce(x).wait()   # starts the progress thread
+after = tasks()
+print(json.dumps({"main": after[f"/proc/self/task/{os.getpid()}"],
+                  "ncpus": len(os.sched_getaffinity(0)), "all": os.cpu_count(),
+                  "new": sorted(v for t, v in after.items() if t not in before)}))
+c.close()
+"""
+
+
+def test_bind_core_covers_the_threads_nezha_starts():
+    # Threads started after the binding (progress, health guard) inherit it; threads others
+    # started earlier (numpy's BLAS) are not nezha's to move.
+    procs = []
+    for rank in range(2):
+        # a long rail timeout: two ranks pinned to two cores of a busy machine are slow to beat
+        env = dict(os.environ, PYTHONPATH=ROOT, NEZHA_BIND="core", NEZHA_RAILS="loop,shm",
+                   NEZHA_RAIL_TIMEOUT="5",
+                   RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(29700 + os.getpid() % 200))
+        env.pop("OMPI_COMM_WORLD_SIZE", None)
+        procs.append(subprocess.Popen([sys.executable, "-c", BIND_WORKER], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    for p in procs:
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+        got = json.loads(out.splitlines()[-1])
+        assert got["ncpus"] < got["all"] or got["all"] == 1   # one core's PUs
+        assert got["new"], "no thread was started"
+        assert set(got["new"]) == {got["main"]}

@@ -52,6 +52,7 @@ class Nic:
     speed_mbps: int | None = None  # the link's speed where known (this machine's sysfs)
     pci_link_gbps: float | None = None   # PCIe link bandwidth hwloc reports, GB/s
     model: str | None = None
+    locality: list[int] = field(default_factory=list)   # NUMA nodes it is attached near
 
 
 @dataclass
@@ -80,10 +81,13 @@ class Topology:
     gpus: list[Gpu]
     numa_distances: dict | None    # {"nodes": [os_index...], "values": [[...]], "name": ...}
     notes: list[str] = field(default_factory=list)   # what the probe could not tell
+    core_cpus: list[list[int]] = field(default_factory=list, repr=False)  # PUs of each core
 
     def to_json(self) -> dict:
         """JSON-ready dict: packages, numa_nodes, nics, gpus (lists of objects) and the rest."""
-        return asdict(self)
+        d = asdict(self)
+        del d["core_cpus"]   # for binding; the counts say enough on screen
+        return d
 
 
 class _Tree:
@@ -213,7 +217,8 @@ def build(raw: dict, source: str) -> Topology:
                   kind=_nic_kind(netdevs, ofdevs),
                   netdevs=[o["name"] for o in netdevs], ofdevs=[o["name"] for o in ofdevs],
                   pci_link_gbps=(pci["pci"]["linkspeed_gbps"] or None) if pci else None,
-                  model=pci["infos"].get("PCIDevice") if pci else None)
+                  model=pci["infos"].get("PCIDevice") if pci else None,
+                  locality=list(tree.nodeset(at) or ()))
         nics.append(nic)
         nic_at[nic.name] = at
     nics.sort(key=lambda n: (_sort_key_busid(n.busid), n.name))
@@ -250,7 +255,8 @@ def build(raw: dict, source: str) -> Topology:
         packages=packages, numa_nodes=numa,
         cores=len(of_type.get("Core", ())), pus=len(of_type.get("PU", ())),
         nics=nics, gpus=gpus, numa_distances=_numa_distances(raw, objs),
-        notes=list(raw.get("notes", ())))
+        notes=list(raw.get("notes", ())),
+        core_cpus=[list(objs[i].get("cpuset") or ()) for i in of_type.get("Core", ())])
 
 
 def _nearest(tree, gpu, at, nics, nic_at):
