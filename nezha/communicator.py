@@ -110,7 +110,7 @@ class Communicator(Executor, Failover, Diagnose):
         self._stage_bytes = int(seg if seg != math.inf else 1 << 20)
         self._events = []
         self.planner = Planner(self.nchan, cfg, [mesh.chan_name(c) for c in range(self.nchan)],
-                               self.size)
+                               self.size, nominal=topo_rails.nominal_rates(mesh.rails, mesh.nconns))
         if self._failover:
             self.planner.piece_bytes = max(int(cfg["MIN_RAIL_PIECE"]), 1 << 20)
         self.planner.set_hosts(mesh.host_of)

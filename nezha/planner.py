@@ -41,11 +41,13 @@ class Plan:
 class Planner:
     """Splits collectives over channels by their measured rates, small payloads whole."""
 
-    def __init__(self, nchan, cfg, names=None, ranks=1):
+    def __init__(self, nchan, cfg, names=None, ranks=1, nominal=None):
         self.nchan = nchan
         self.ranks = ranks
         self.alive = [True] * nchan
+        # nominal: per-channel prior rates (the rails' link speeds), equal when None
         self.model = CostModel(nchan, names or [str(c) for c in range(nchan)],
+                               nominal=None if cfg["SPLIT"] == "equal" else nominal,
                                static=cfg["SPLIT"] == "equal")
         self.algo = cfg["ALGO"]
         self.small = cfg["SMALL_MSG_THRESHOLD"]

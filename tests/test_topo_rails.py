@@ -113,22 +113,51 @@ class _Boot:
         self.peer = peer
 
     def allgather(self, obj):
+        # the peer names the same interfaces as this rank when a spec is given
         return [obj, dict(obj, nics=self.peer, host="h1", hostname="h1")]
 
 
 def test_select_overrides_and_forms(monkeypatch):
     here = [Interface("lo", "127.0.0.1", "255.0.0.0", 8, True, True),
-            Interface("eth0", "10.0.0.1", "255.255.255.0", 24, True),
-            Interface("eth1", "10.1.0.1", "255.255.255.0", 24, True)]
+            Interface("eth0", "10.0.0.1", "255.255.255.0", 24, True, speed_mbps=25000),
+            Interface("eth1", "10.1.0.1", "255.255.255.0", 24, True, speed_mbps=100000)]
     monkeypatch.setattr(rails, "list_interfaces", lambda: here)
     monkeypatch.setattr(rails, "kind_of", lambda i: "loopback" if i.is_loopback else "ethernet")
     monkeypatch.setattr(rails, "control_addresses", lambda environ=None: [])
-    boot = _Boot([nic("eth0", "10.0.0.2"), nic("eth1", "10.9.9.2")])
+    boot = _Boot([nic("eth0", "10.0.0.2", speed=10000), nic("eth1", "10.9.9.2", speed=100000)])
     assert [i.name for i in rails.select(boot, None)] == ["eth0"]   # eth1: another subnet there
     assert [i.name for i in rails.select(boot, "eth")] == ["eth0", "eth1"]   # the override
+    # The speed every rank will use for the prior: the slowest end of the rail.
+    assert [i.speed_mbps for i in rails.select(boot, None)] == [10000]
+    assert [i.speed_mbps for i in rails.select(boot, "eth")] == [10000, 100000]
     boot = _Boot([nic("eth7", "10.7.0.2")])
     with pytest.raises(rails.InvalidUsageError, match="no network reaches every host"):
         rails.select(boot, None)
+
+
+def test_nominal_speeds_seed_the_first_split():
+    # 400 and 100 Mbit/s rails: the first large allreduce is split 4:1, not evenly; with
+    # NEZHA_SPLIT=equal, or a speed unknown somewhere, it stays even.
+    from nezha.config import Config
+    from nezha.costmodel import bucket_of
+    from nezha.planner import Planner
+
+    class R:
+        def __init__(self, speed):
+            self.speed = speed
+
+        def properties(self):
+            return type("P", (), {"speed_mbps": self.speed})()
+
+    nominal = rails.nominal_rates([R(400), R(100)], nconns=2)
+    assert nominal == [400.0, 400.0, 100.0, 100.0]
+    assert rails.nominal_rates([R(400), R(None)], 1) is None
+    key = bucket_of("allreduce", 16 << 20)
+    p = Planner(2, Config.load({}, environ={}), ["a", "b"], 4, nominal=[400.0, 100.0])
+    assert p.model.shares(key, [True, True]) == pytest.approx([0.8, 0.2])
+    p = Planner(2, Config.load({"SPLIT": "equal"}, environ={}), ["a", "b"], 4,
+                nominal=[400.0, 100.0])
+    assert p.model.shares(key, [True, True]) == pytest.approx([0.5, 0.5])
 
 
 def test_control_addresses():

@@ -22,6 +22,7 @@ NEZHA_SOCKET_IFNAME, when set, replaces all of this (rails/tcp/ifaces.py select_
 """
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import os
 import re
@@ -199,14 +200,18 @@ def form(reports: list[list[dict]], hosts: list[str] | None = None,
 def select(boot, spec: str | None, host: str | None = None) -> list[Interface]:
     """This rank's TCP rail interfaces: NEZHA_SOCKET_IFNAME if set, else rails formed with the
     other ranks (one allgather round, taken by every rank either way so rounds stay aligned).
-    host: NEZHA_HOST_ID (which ranks count as one host)."""
+    host: NEZHA_HOST_ID (which ranks count as one host). Each interface's speed_mbps is the
+    rail's nominal speed agreed by every rank (the slowest end; None if any end is unknown),
+    so that a cost-model prior built from it is the same everywhere."""
     ifaces = list_interfaces()
     mine = local_report(ifaces)
+    chosen = select_interfaces(spec, ifaces) if spec else None
     from nezha.transports import shm
     got = boot.allgather({"host": shm.host_id(host), "hostname": socket.gethostname(),
-                          "nics": mine, "spec": bool(spec)})
+                          "nics": mine, "selected": [i.name for i in chosen or ()]})
     if spec:
-        return select_interfaces(spec, ifaces)
+        return [dataclasses.replace(iface, speed_mbps=_agreed_speed(got, k))
+                for k, iface in enumerate(chosen)]
     f = form([g["nics"] for g in got], [g["host"] for g in got], [g["hostname"] for g in got])
     for note in f.notes:
         log.info("TOPO", note)
@@ -217,4 +222,25 @@ def select(boot, spec: str | None, host: str | None = None) -> list[Interface]:
         raise InvalidUsageError("nezha: no network reaches every host, so no rail could be "
                                 f"formed (set NEZHA_SOCKET_IFNAME); here: {here}")
     by_name = {i.name: i for i in ifaces}
-    return [by_name[name] for name in f.for_rank(boot.rank)]
+    return [dataclasses.replace(by_name[rail.ifnames[boot.rank]], speed_mbps=rail.speed_mbps)
+            for rail in f.rails]
+
+
+def _agreed_speed(got, k) -> int | None:
+    """Slowest nominal speed of every rank's k-th chosen interface; None if any is unknown."""
+    speeds = []
+    for g in got:
+        if k >= len(g["selected"]):
+            return None   # ranks chose different numbers of rails: the mesh reports it
+        nic = next((n for n in g["nics"] if n["name"] == g["selected"][k]), None)
+        speeds.append(nic and nic["speed_mbps"])
+    return min(speeds) if speeds and None not in speeds else None
+
+
+def nominal_rates(rails_, nconns: int) -> list[float] | None:
+    """Per-channel prior for the cost model: each rail's agreed nominal Mbit/s, once per
+    connection; None (equal split) unless every rail's speed is known."""
+    speeds = [r.properties().speed_mbps for r in rails_]
+    if not speeds or None in speeds:
+        return None
+    return [float(s) for s in speeds for _ in range(nconns)]
