@@ -143,6 +143,7 @@ class Failover:
         the last run (a lazy collective keeps it, with src, for a later re-run)."""
         me = self._ncoll
         rerun = 0
+        same = None  # (table, since): the same table vote after vote is a livelock
         while not (lazy and rc == _eng.ERR_OK):
             failed, mask, moving = self._engine.failed_mask(), 0, False
             for i, (a, b) in enumerate(ranges):
@@ -157,6 +158,7 @@ class Failover:
             if log.enabled("TRACE", "HEALTH"):  # every striped collective votes: no f-string
                 log.trace("HEALTH", f"{req.name} #{req.seq} (collective {me}): rc {rc}, voted "
                           f"{mask:#x}{' running' if moving else ''}; table {table}")
+            same = self._stuck(same, table, req)
             colls = [c for c, _, _ in table]
             k = min(colls)
             if k < me:  # ranks behind need the collective this rank returned from
@@ -166,14 +168,23 @@ class Failover:
                 continue
             behind_mask = _unfinished_at(table, me)
             if max(colls) > me:  # this rank is the one behind
-                if behind_mask:
+                if behind_mask and lazy:
+                    self._engine.finish(s, [not (behind_mask >> i) & 1
+                                            for i in range(len(ranges))])  # AVG of the rest
                     self._repair(req, plan, behind_mask, req.spec[6], src)
-                    if not lazy:
-                        raise NezhaError(f"nezha: rank {self.rank}: internal error: "
-                                         f"{req.name} #{req.seq} voted but was left behind")
                     break
-                rc = self._resume(req, s, plan, lazy) if rc == _eng.ERR_VOTE else rc
-                continue
+                if rc == _eng.ERR_VOTE and not behind_mask:
+                    rc = self._resume(req, s, plan, lazy)
+                    continue
+                if not lazy:  # ranks pass a striped collective only through a common vote
+                    raise NezhaError(f"nezha: rank {self.rank}: internal error: "
+                                     f"{req.name} #{req.seq} voted but was left behind")
+                # Finished here, with a channel set aside after its last byte (CHANFAIL):
+                # the ranks ahead finished it too. Voting again would only stop them again
+                # (they wait for this rank in the next collective); the next collective
+                # meets the bad channel and votes on it with everyone in it.
+                self._engine.finish(s)
+                break
             closing = [p for p, (_, _, f) in enumerate(table) if f & _eng.VOTE_CLOSING]
             if closing:
                 raise CollectiveMismatch(
@@ -203,6 +214,19 @@ class Failover:
         if rerun and self._events:
             self._events[-1]["rerun_done_s"] = time.time()
         return plan
+
+    def _stuck(self, same, table, req):
+        """Votes that keep giving the same table without anything moving in between for
+        NEZHA_TIMEOUT: an error on every rank (they all see the same tables), not a hang."""
+        now = time.monotonic()
+        if same is None or same[0] != table:
+            return (table, now)
+        if now - same[1] > self.timeout:
+            raise NezhaTimeout(f"nezha: rank {self.rank}: {req.name} #{req.seq}: the ranks' "
+                               f"votes did not converge within {self.timeout:g} s "
+                               f"(NEZHA_TIMEOUT); last table (collective, unfinished slices, "
+                               f"flags) per rank: {table}")
+        return same
 
     def _resume(self, req, s, plan, lazy):
         """Go on with an interrupted run (channels closed meanwhile fail at once)."""
