@@ -198,7 +198,7 @@ def simulate(wl, fabric, host_of, scheme="ecmp", nconns=1, alpha=0.0, failures=(
         now += dt
         # a flow due within tol of its own duration goes now too (at most tol early)
         late = t_fin - dt
-        done = late <= tol * (now - t_start[rt.flow_task[act]] + late) + q
+        done = np.isfinite(late) & (late <= tol * (now - t_start[rt.flow_task[act]] + late) + q)
         if done.any():
             fin = act[done]
             rest = rem[fin]
