@@ -9,6 +9,7 @@ COMMANDS = {
     "demo": ("nezha.demo", "the multi-rail demo: a 4-host 2-rail lab, allreduce on one rail and on both"),
     "mpirun": ("nezha.launch", "run a command as N MPI ranks on this host (the project's Open MPI)"),
     "bench": ("nezha.benchcli", "benchmarks: compare nezha against Gloo, MPI and MPTCP in the lab"),
+    "sim": ("nezha.sim.cli", "flow-level simulator of nezha's schedules on fabrics: run, lab, calibrate, train"),
     "topo": ("nezha.topo.cli", "packages, NUMA nodes, NICs, GPUs and each GPU's nearest NICs (hwloc)"),
 }
 

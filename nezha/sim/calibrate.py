@@ -1,0 +1,87 @@
+"""Constants from the lab: alpha and delivered rate per rail, CPU cost per byte.
+
+Reads `nezha bench compare` JSON (plain or .gz; the suite's summary holds avg_us per
+message size per system). A system on one rail running nezha's ring allreduce on n hosts
+takes T(S) = 2(n-1) alpha + 2(n-1)/n S / rate + (n-1)/n S cpu: a least-squares line
+through T(S) above the small-message threshold gives alpha (intercept / 2(n-1)) and
+seconds per byte (slope); the rail's nominal rate (the lab's rates_bps) then leaves the
+CPU cost per byte as the rest of the slope (never below 0).
+"""
+import gzip
+import json
+
+import numpy as np
+
+SMALL = 64 << 10  # nezha's default NEZHA_SMALL_MSG_THRESHOLD: below it, recursive doubling
+
+
+def _load(path):
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        return json.load(f)
+
+
+def fit_line(nbytes, seconds):
+    """(intercept, slope) of a line fitted in relative error (sizes span 1000x: a plain
+    least-squares fit would let the largest decide alone)."""
+    t = np.asarray(seconds, float)
+    A = np.stack([np.ones(len(nbytes)), np.asarray(nbytes, float)]).T / t[:, None]
+    (a, b), *_ = np.linalg.lstsq(A, np.ones(len(t)), rcond=None)
+    return float(a), float(b)
+
+
+def calibrate(paths, coll="allreduce"):
+    """A dict: per rail {alpha_s, rate_Bps (delivered), nominal_Bps, cpu_cost_per_byte},
+    the overall cpu_cost_per_byte (median over rails) and where it came from."""
+    rails, sources = {}, []
+    for path in paths:
+        doc = _load(path)
+        lab = doc.get("lab") or {}
+        n = int(lab.get("hosts") or 0)
+        rates = lab.get("rates_bps") or []
+        if n < 2 or not rates:
+            raise ValueError(f"{path}: no lab section with hosts and rates_bps (is it "
+                             "`nezha bench compare` JSON?)")
+        sources.append(path)
+        for name, sysdoc in (doc.get("systems") or {}).items():
+            rl = sysdoc.get("rails") or []
+            if sysdoc.get("backend") != "nezha" or len(rl) != 1:
+                continue
+            rows = (doc.get("summary") or {}).get(coll, {}).get(name) or []
+            pts = [(r["nbytes"], r["avg_us"] * 1e-6) for r in rows if r["nbytes"] >= SMALL]
+            if len(pts) < 2:
+                continue
+            nb, t = zip(*pts)
+            a, b = fit_line(nb, t)
+            idx = int(rl[0].replace("rail", "")) if rl[0].startswith("rail") else 0
+            nominal = rates[idx] / 8.0 if idx < len(rates) else None
+            steps, wire = 2 * (n - 1), 2 * (n - 1) / n
+            rate = wire / b if b > 0 else None
+            cpu = max(0.0, (b - wire / nominal) / ((n - 1) / n)) if nominal else 0.0
+            key = f"{rl[0]}@{rates[idx] / 1e6:g}Mbit" if nominal else rl[0]
+            rails[key] = {"rail": rl[0], "hosts": n, "alpha_s": max(a / steps, 0.0),
+                          "rate_Bps": rate, "nominal_Bps": nominal,
+                          "cpu_cost_per_byte": cpu, "points": len(pts), "file": path}
+    if not rails:
+        raise ValueError("no single-rail nezha allreduce rows found in "
+                         + ", ".join(paths))
+    cpu = float(np.median([r["cpu_cost_per_byte"] for r in rails.values()]))
+    return {"rails": rails, "cpu_cost_per_byte": cpu, "collective": coll, "files": sources}
+
+
+def alpha_of(cal, nominal_Bps):
+    """The calibrated alpha of the rail whose nominal rate is closest to nominal_Bps."""
+    best = min(cal["rails"].values(), key=lambda r: abs((r["nominal_Bps"] or 0) - nominal_Bps))
+    return best["alpha_s"]
+
+
+def measured(path, system, coll="allreduce"):
+    """[(nbytes, seconds)] of one system in a compare JSON."""
+    doc = _load(path)
+    rows = (doc.get("summary") or {}).get(coll, {}).get(system) or []
+    return [(r["nbytes"], r["avg_us"] * 1e-6) for r in rows]
+
+
+def lab_of(path):
+    """The lab section (hosts, rates_bps, ...) of a compare JSON."""
+    return _load(path).get("lab") or {}

@@ -1,0 +1,273 @@
+"""`nezha sim`: simulate collectives on a fabric, compare with the lab, calibrate.
+
+  nezha sim run --fabric leafspine --leaves 16 --spines 16 --hosts-per-leaf 16 \\
+      --ranks 256 --algo alltoall,ring --scheme ecmp,spray,ethereal --sizes 1M:256M
+  nezha sim run --fabric multirail --hosts 4 --rails 2 --rate 0.4,0.1 --algo nezha
+  nezha sim lab docs/results/compare-400mbit-100mbit/compare.json.gz
+  nezha sim calibrate FILE... [--json out.json]
+Sizes are bytes per rank (allreduce payload; all-to-all: a rank's whole send buffer).
+"""
+import argparse
+import csv
+import json
+import sys
+
+import numpy as np
+
+from nezha.sim import calibrate as C
+from nezha.sim import fabric as F
+from nezha.sim import nezha_sched as N
+from nezha.sim import network as NW
+from nezha.sim import textbook as TB
+from nezha.sim.routing import SCHEMES
+
+UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "k": 1 << 10}
+
+
+def size(text):
+    """'64K' -> 65536 (binary units), '1e6' -> 1000000."""
+    t = text.strip()
+    if t[-1:] in UNITS and t[:-1]:
+        return int(float(t[:-1]) * UNITS[t[-1]])
+    return int(float(t))
+
+
+def sizes(text):
+    """'64K:64M' doubles from 64K to 64M; 'a,b,c' a list."""
+    if ":" in text:
+        lo, hi = (size(x) for x in text.split(":"))
+        out = []
+        while lo <= hi:
+            out.append(lo)
+            lo *= 2
+        return out
+    return [size(x) for x in text.split(",")]
+
+
+def _fabric(a):
+    cpu = a.cpu_cost
+    if a.fabric == "multirail":
+        rates = [float(x) for x in a.rate.split(",")]
+        return F.MultiRail(a.hosts, a.rails, rates if len(rates) > 1 else rates[0],
+                           a.latency, cpu_cost=cpu)
+    if a.fabric == "leafspine":
+        return F.LeafSpine(a.leaves, a.spines, a.hosts_per_leaf, float(a.rate), a.latency,
+                           a.uplink, cpu_cost=cpu)
+    if a.fabric == "fattree":
+        return F.FatTree(a.k, a.hosts_per_edge, float(a.rate), a.latency, a.uplink,
+                         cpu_cost=cpu)
+    raise F.FabricError(f"fabric={a.fabric!r}: choose multirail, leafspine or fattree")
+
+
+def _failures(a, fab):
+    out = []
+    for spec in a.fail or []:
+        # LINK@TIME[:DELAY]  e.g. leaf0->spine0@1e-6:0.1
+        name, _, rest = spec.partition("@")
+        at, _, delay = rest.partition(":")
+        link = int(name) if name.isdigit() else fab.find_link(name)
+        out.append(NW.Failure(float(at or 0), link, float(delay or a.reroute_delay)))
+    return out
+
+
+def run(a):
+    """Simulate every (algorithm, scheme, size) and return result rows."""
+    fab = _fabric(a)
+    ranks = a.ranks or fab.hosts * a.ranks_per_host
+    host_of = fab.place(ranks, a.ranks_per_host)
+    alpha = [float(x) for x in a.alpha.split(",")]
+    cal = C.calibrate(a.calibration) if a.calibration else None
+    if cal is not None and fab.rails:
+        rates = getattr(fab, "rates", [float(a.rate.split(",")[0])] * fab.rails)
+        alpha = [C.alpha_of(cal, r * 1e9 / 8) for r in rates]
+    rows = []
+    for algo in a.algo.split(","):
+        for nbytes in sizes(a.sizes):
+            if algo == "nezha":
+                nchan = fab.rails * a.nconns
+                rates = [r * 1e9 / 8 for r in getattr(fab, "rates", [1.0] * fab.rails)]
+                pl = N.make_planner(ranks, host_of, nchan, rates, a.nconns,
+                                    {"ALGO": a.nezha_algo} if a.nezha_algo else None)
+                wl, plan = N.workload(a.coll, nbytes, pl)
+                key, note = None, repr(plan)
+            else:
+                wl, key, note = TB.build(algo, ranks, nbytes), None, ""
+                key = np.arange(wl.ntasks)
+            for scheme in a.scheme.split(","):
+                if fab.name.startswith("multirail"):
+                    scheme = "rail"
+                r = NW.simulate(wl, fab, host_of, scheme, a.nconns, alpha, _failures(a, fab),
+                                a.tol, a.seed, flow_key=key)
+                busiest = int(np.argmax(r.link_bytes))
+                rows.append({"fabric": fab.describe(), "ranks": ranks, "algo": algo,
+                             "coll": a.coll if algo == "nezha" else algo, "scheme": scheme,
+                             "nbytes": nbytes, "time_us": r.time * 1e6,
+                             "algbw_gbps": nbytes / r.time * 8e-9 if r.time else 0.0,
+                             "tasks": r.tasks, "flows": r.flows, "events": r.events,
+                             "wall_s": round(r.wall, 3),
+                             "busiest_link": fab.link_name(busiest),
+                             "busiest_bytes": float(r.link_bytes[busiest]), "plan": note,
+                             "_link_bytes": r.link_bytes})
+                if fab.name.startswith("multirail"):
+                    break
+    return fab, rows
+
+
+def table(rows, cols, out=sys.stdout):
+    """Print rows as an aligned table."""
+    head = [c for c, _ in cols]
+    cells = [[fmt.format(r[c]) if not callable(fmt) else fmt(r[c]) for c, fmt in cols]
+             for r in rows]
+    w = [max(len(h), *(len(x[i]) for x in cells)) if cells else len(h)
+         for i, h in enumerate(head)]
+    print("  ".join(h.rjust(w[i]) for i, h in enumerate(head)), file=out)
+    for x in cells:
+        print("  ".join(v.rjust(w[i]) for i, v in enumerate(x)), file=out)
+
+
+def write(rows, a):
+    """--csv and --json outputs (per-link loads stay out of them)."""
+    clean = [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]
+    if a.csv:
+        with open(a.csv, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(clean[0]))
+            w.writeheader()
+            w.writerows(clean)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"command": "nezha sim " + " ".join(sys.argv[2:]), "rows": clean}, f,
+                      indent=1)
+
+
+def cmd_run(a):
+    fab, rows = run(a)
+    print(f"# {fab.describe()}; {rows[0]['ranks']} ranks" if rows else "# no rows")
+    table(rows, [("algo", "{}"), ("scheme", "{}"), ("nbytes", "{}"), ("time_us", "{:.1f}"),
+                 ("algbw_gbps", "{:.3f}"), ("flows", "{}"), ("events", "{}"),
+                 ("wall_s", "{:.2f}"), ("busiest_link", "{}")])
+    write(rows, a)
+    if a.plot:
+        from nezha.sim import plots
+        print(plots.run_plots(fab, rows, a.plot))
+    return 0
+
+
+def cmd_lab(a):
+    """Predict a lab compare JSON's nezha runs and print measured vs predicted."""
+    lab = C.lab_of(a.file)
+    n, rates_bps = int(lab["hosts"]), lab["rates_bps"]
+    cal = C.calibrate(a.calibration or [a.file])
+    cpu = cal["cpu_cost_per_byte"] if a.cpu else 0.0
+    rows = []
+    for system, rails in (("nezha-all", list(range(len(rates_bps)))), ("nezha-rail0", [0]),
+                          ("nezha-rail1", [1])):
+        meas = [(nb, t) for nb, t in C.measured(a.file, system) if nb >= size(a.min_size)]
+        if not meas:
+            continue
+        rates = [rates_bps[i] / 1e9 for i in rails]
+        fab = F.MultiRail(n, len(rails), rates, 0.0, cpu_cost=cpu)
+        host_of = fab.place(n)
+        alpha = [C.alpha_of(cal, r * 1e9 / 8) for r in rates]
+        pl = N.make_planner(n, host_of, len(rails), [r * 1e9 / 8 for r in rates])
+        for nb, t in meas:
+            wl, plan = N.workload("allreduce", nb, pl)
+            r = NW.simulate(wl, fab, host_of, "rail", 1, alpha, tol=1e-4)
+            rows.append({"system": system, "nbytes": nb, "measured_us": t * 1e6,
+                         "predicted_us": r.time * 1e6,
+                         "error_pct": 100 * (r.time - t) / t, "plan": repr(plan)})
+    print(f"# {a.file}: {n} hosts, rails {', '.join(f'{x / 1e6:g} Mbit/s' for x in rates_bps)}; "
+          f"cpu cost {cpu:.3g} s/B")
+    table(rows, [("system", "{}"), ("nbytes", "{}"), ("measured_us", "{:.1f}"),
+                 ("predicted_us", "{:.1f}"), ("error_pct", "{:+.1f}")])
+    write(rows, a)
+    return 0
+
+
+def cmd_calibrate(a):
+    cal = C.calibrate(a.files)
+    rows = [{"rail": k, "alpha_us": v["alpha_s"] * 1e6, "rate_mbit": v["rate_Bps"] * 8e-6,
+             "nominal_mbit": (v["nominal_Bps"] or 0) * 8e-6,
+             "cpu_ns_per_byte": v["cpu_cost_per_byte"] * 1e9, "points": v["points"]}
+            for k, v in cal["rails"].items()]
+    table(rows, [("rail", "{}"), ("alpha_us", "{:.2f}"), ("rate_mbit", "{:.1f}"),
+                 ("nominal_mbit", "{:.1f}"), ("cpu_ns_per_byte", "{:.3f}"), ("points", "{}")])
+    print(f"# cpu cost per byte (median): {cal['cpu_cost_per_byte'] * 1e9:.3f} ns")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(cal, f, indent=1)
+    return 0
+
+
+def parser():
+    """The argparse parser of `nezha sim`."""
+    p = argparse.ArgumentParser(prog="nezha sim", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd")
+    r = sub.add_parser("run", help="simulate collectives on a fabric")
+    r.add_argument("--fabric", default="multirail", help="multirail, leafspine, fattree")
+    r.add_argument("--hosts", type=int, default=4, help="multirail: hosts")
+    r.add_argument("--rails", type=int, default=2, help="multirail: rail planes")
+    r.add_argument("--leaves", type=int, default=16)
+    r.add_argument("--spines", type=int, default=16)
+    r.add_argument("--hosts-per-leaf", type=int, default=16)
+    r.add_argument("-k", type=int, default=8, help="fat-tree: k")
+    r.add_argument("--hosts-per-edge", type=int, default=None)
+    r.add_argument("--rate", default="400", help="Gb/s (multirail: one per rail, a,b)")
+    r.add_argument("--uplink", type=float, default=None, help="Gb/s of switch links")
+    r.add_argument("--latency", type=float, default=0.5e-6, help="s per link")
+    r.add_argument("--alpha", default="0", help="software s per transfer (per rail a,b)")
+    r.add_argument("--cpu-cost", type=float, default=0.0, help="s per reduced byte")
+    r.add_argument("--calibration", nargs="*", help="compare JSON files for alpha per rail")
+    r.add_argument("--ranks", type=int, default=0, help="default: every host")
+    r.add_argument("--ranks-per-host", type=int, default=1)
+    r.add_argument("--nconns", type=int, default=1, help="channels per rail")
+    r.add_argument("--algo", default="nezha",
+                   help="nezha (its planner and builders) or " + ", ".join(TB.ALGOS))
+    r.add_argument("--coll", default="allreduce", help="nezha: " + ", ".join(N.COLLS))
+    r.add_argument("--nezha-algo", default=None, help="NEZHA_ALGO for the planner")
+    r.add_argument("--scheme", default="ecmp", help=", ".join(SCHEMES))
+    r.add_argument("--sizes", default="1M", help="bytes per rank: 64K:64M or a,b,c")
+    r.add_argument("--fail", action="append",
+                   help="LINK@TIME[:DELAY], LINK a name (leaf0->spine0) or id")
+    r.add_argument("--reroute-delay", type=float, default=100e-3)
+    r.add_argument("--tol", type=float, default=1e-2, help="event coalescing tolerance")
+    r.add_argument("--seed", type=int, default=0)
+    for q in (r,):
+        q.add_argument("--csv")
+        q.add_argument("--json")
+        q.add_argument("--plot", help="directory for PNG plots (needs matplotlib)")
+    lb = sub.add_parser("lab", help="predict a lab compare JSON's nezha allreduce runs")
+    lb.add_argument("file")
+    lb.add_argument("--calibration", nargs="*")
+    lb.add_argument("--cpu", action="store_true", help="include the calibrated CPU cost")
+    lb.add_argument("--min-size", default="64K")
+    lb.add_argument("--csv")
+    lb.add_argument("--json")
+    c = sub.add_parser("calibrate", help="alpha/rate per rail, CPU cost per byte")
+    c.add_argument("files", nargs="+")
+    c.add_argument("--json")
+    t = sub.add_parser("train", help="training step: nezha on R rails vs Gloo on one")
+    from nezha.sim import training
+    training.add_args(t)
+    return p
+
+
+def main(argv=None):
+    """Entry point of `nezha sim`."""
+    p = parser()
+    a = p.parse_args(argv)
+    if a.cmd is None:
+        p.print_help()
+        return 2
+    try:
+        if a.cmd == "run":
+            return cmd_run(a)
+        if a.cmd == "lab":
+            return cmd_lab(a)
+        if a.cmd == "calibrate":
+            return cmd_calibrate(a)
+        from nezha.sim import training
+        return training.main(a)
+    except (F.FabricError, ValueError) as e:
+        print(f"nezha sim: {e}", file=sys.stderr)
+        return 2
