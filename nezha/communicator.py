@@ -81,7 +81,8 @@ class Communicator(Executor, Failover, Diagnose):
             tcp = loop_rails(cfg["LOOP_RAILS"], cfg["PORT_RANGE"])[: cfg["MAX_RAILS"]]
         else:
             # NEZHA_SOCKET_IFNAME if set, else the rails every host reaches (nezha/topo/rails.py)
-            ifaces = topo_rails.select(boot, cfg["SOCKET_IFNAME"], cfg["HOST_ID"])[: cfg["MAX_RAILS"]]
+            ifaces = topo_rails.select(boot, cfg["SOCKET_IFNAME"], cfg["HOST_ID"])
+            ifaces = ifaces[: cfg["MAX_RAILS"]]
             tcp = [TcpRail(i, cfg["PORT_RANGE"]) for i in ifaces]
         log.info("INIT", f"rank {self.rank}/{self.size} local_rank {self.local_rank} "
                  f"bootstrap {boot.kind} rails {[r.name for r in tcp]}")
@@ -110,7 +111,8 @@ class Communicator(Executor, Failover, Diagnose):
         self._stage_bytes = int(seg if seg != math.inf else 1 << 20)
         self._events = []
         self.planner = Planner(self.nchan, cfg, [mesh.chan_name(c) for c in range(self.nchan)],
-                               self.size, nominal=topo_rails.nominal_rates(mesh.rails, mesh.nconns))
+                               self.size,
+                               nominal=topo_rails.nominal_rates(mesh.rails, mesh.nconns))
         if self._failover:
             self.planner.piece_bytes = max(int(cfg["MIN_RAIL_PIECE"]), 1 << 20)
         self.planner.set_hosts(mesh.host_of)
@@ -198,11 +200,11 @@ class Communicator(Executor, Failover, Diagnose):
             def build(s, algo, chan, off, cnt, src, _keep=scratch):
                 o, p = dst_addr + off * es, address(src) + off * es
                 if algo == ALGO_RD:
-                    s.rd_allreduce(chan, o, p, cnt)
+                    _eng.rd_allreduce(s, chan, o, p, cnt)
                 elif algo == ALGO_HIER:
-                    s.hier_allreduce(chan, o, p, cnt, *self._hier, HIER_CHUNK // es)
+                    _eng.hier_allreduce(s, chan, o, p, cnt, *self._hier, HIER_CHUNK // es)
                 else:
-                    s.ring_allreduce(chan, o, p, cnt)
+                    _eng.ring_allreduce(s, chan, o, p, cnt)
                 if op == ReduceOp.AVG:
                     s.add_avg(o, cnt, float(self.size))
             return build
@@ -241,12 +243,12 @@ class Communicator(Executor, Failover, Diagnose):
             def build(s, algo, chan, off, cnt, src, _keep=scratch):
                 o, p = dst_addr + off * es, address(src) + off * es
                 if algo == ALGO_RD:
-                    s.rd_allreduce(chan, o, p, cnt)
+                    _eng.rd_allreduce(s, chan, o, p, cnt)
                 elif algo == ALGO_HIER:
-                    s.hier_allreduce(chan, o, p, cnt, *self._hier, HIER_CHUNK // es)
+                    _eng.hier_allreduce(s, chan, o, p, cnt, *self._hier, HIER_CHUNK // es)
                 else:
                     work = None if at_root else np.empty(cnt * es + 1, np.uint8)
-                    s.reduce(chan, root, o if at_root else 0, p, cnt, work)
+                    _eng.ring_reduce(s, chan, root, o if at_root else 0, p, cnt, work)
                 if op == ReduceOp.AVG and at_root:
                     s.add_avg(o, cnt, float(self.size))
             return build
@@ -279,11 +281,11 @@ class Communicator(Executor, Failover, Diagnose):
                 o = dst_addr + off * es
                 if algo == ALGO_RD:
                     s.reduce_as(int(DType.UINT8), int(ReduceOp.BOR))
-                    s.rd_allreduce(chan, o, address(src) + off * es, cnt)
+                    _eng.rd_allreduce(s, chan, o, address(src) + off * es, cnt)
                 elif algo == ALGO_HIER:  # the root's buffer is only read: a re-run reads it
-                    s.hier_broadcast(chan, root, o, cnt, self._hosts)
+                    _eng.hier_broadcast(s, chan, root, o, cnt, self._hosts)
                 else:
-                    s.broadcast(chan, root, o, cnt, algo == ALGO_TREE)
+                    _eng.tree_broadcast(s, chan, root, o, cnt, algo == ALGO_TREE)
             return build
 
         return self._submit("broadcast", _eng.COLL_BROADCAST, dt, 0, count, root,
@@ -328,10 +330,11 @@ class Communicator(Executor, Failover, Diagnose):
         def into(dst):
             def build(s, algo, chan, off, cnt, src):
                 if algo == ALGO_HIER:
-                    s.hier_allgather(chan, address(dst), address(src), c, off, cnt, self._hosts)
+                    _eng.hier_allgather(s, chan, address(dst), address(src), c, off, cnt,
+                                        self._hosts)
                     return
-                gather = s.rd_allgather if algo == ALGO_RD else s.allgather
-                gather(chan, address(dst), address(src), c, off, cnt)
+                gather = _eng.rd_allgather if algo == ALGO_RD else _eng.ring_allgather
+                gather(s, chan, address(dst), address(src), c, off, cnt)
             return build
 
         return self._submit("allgather", _eng.COLL_ALLGATHER, dt, 0, c, -1,
@@ -364,12 +367,13 @@ class Communicator(Executor, Failover, Diagnose):
         def into(dst):
             def build(s, algo, chan, off, cnt, src):
                 if algo == ALGO_HIER:  # partial sums within the host, then across hosts
-                    s.hier_reduce_scatter(chan, address(dst), address(src), c, off, cnt,
-                                          self._hosts, np.empty((self.size + len(self._hosts))
-                                                                * cnt * es + 1, np.uint8))
+                    work = np.empty((self.size + len(self._hosts)) * cnt * es + 1, np.uint8)
+                    _eng.hier_reduce_scatter(s, chan, address(dst), address(src), c, off, cnt,
+                                             self._hosts, work)
                 else:
-                    scatter = s.rh_reduce_scatter if algo == ALGO_RD else s.reduce_scatter
-                    scatter(chan, address(dst), address(src), c, off, cnt,
+                    scatter = (_eng.rh_reduce_scatter if algo == ALGO_RD
+                               else _eng.ring_reduce_scatter)
+                    scatter(s, chan, address(dst), address(src), c, off, cnt,
                             np.empty(self.size * cnt * es + 1, np.uint8))
                 if op == ReduceOp.AVG:
                     s.add_avg(address(dst) + off * es, cnt, float(self.size))
@@ -399,7 +403,7 @@ class Communicator(Executor, Failover, Diagnose):
 
         def into(dst):
             def build(s, algo, chan, off, cnt, src):
-                s.alltoall(chan, address(dst), address(src), c, off, cnt)
+                _eng.direct_alltoall(s, chan, address(dst), address(src), c, off, cnt)
             return build
 
         return self._submit("alltoall", _eng.COLL_ALLTOALL, dt, 0, c, -1,
@@ -417,7 +421,7 @@ class Communicator(Executor, Failover, Diagnose):
 
     def _barrier(self):
         def build(s, algo, chan, off, cnt, src):
-            s.barrier(chan)
+            _eng.dissemination_barrier(s, chan)
 
         return self._submit("barrier", _eng.COLL_BARRIER, DType.UINT8, 0, 0, -1,
                             self.planner.single, build, None, [], ckey=(),
@@ -439,8 +443,8 @@ class Communicator(Executor, Failover, Diagnose):
         # one channel (agreed by both ends: the planner's best) keeps sends in order
         return self._submit("send", _eng.COLL_SENDRECV, dt, 0, a.size, self.rank,
                             lambda: Plan([(self._p2p_channel(), 0, a.size)], 0),
-                            lambda s, algo, chan, off, cnt, src: s.send(
-                                chan, dest, address(a) + off * dt.itemsize, cnt * dt.itemsize),
+                            lambda s, algo, chan, off, cnt, src: _eng.p2p_send(
+                                s, chan, dest, address(a) + off * dt.itemsize, cnt * dt.itemsize),
                             None, [a], seq=seq)
 
     def recv(self, buf, source):
@@ -458,8 +462,9 @@ class Communicator(Executor, Failover, Diagnose):
         self._p2p_in[source] += 1
         return self._submit("recv", _eng.COLL_SENDRECV, dt, 0, a.size, source,
                             lambda: Plan([(self._p2p_channel(), 0, a.size)], 0),
-                            lambda s, algo, chan, off, cnt, src: s.recv(
-                                chan, source, address(a) + off * dt.itemsize, cnt * dt.itemsize),
+                            lambda s, algo, chan, off, cnt, src: _eng.p2p_recv(
+                                s, chan, source, address(a) + off * dt.itemsize,
+                                cnt * dt.itemsize),
                             buf, [a], seq=seq)
 
     def _p2p_channel(self):

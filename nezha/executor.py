@@ -226,7 +226,7 @@ class Executor:
         es = vec.itemsize
 
         def build(s, algo, chan, off, cnt, src):
-            s.rd_allreduce(chan, address(vec) + off * es, address(src) + off * es, cnt)
+            _eng.rd_allreduce(s, chan, address(vec) + off * es, address(src) + off * es, cnt)
 
         # a regular collective (it votes and reroutes like any other), never cached or recorded
         req.spec = (_eng.COLL_ALLREDUCE, int(DType.FLOAT64), int(ReduceOp.SUM), vec.size, -1,

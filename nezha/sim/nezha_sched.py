@@ -61,34 +61,34 @@ def _build(s, coll, plan, rank, planner, count, es, root):
         algo = plan.algo
         if coll == "allreduce" or (coll == "reduce" and algo in (ALGO_RD, ALGO_HIER)):
             if algo == ALGO_RD:
-                s.rd_allreduce(chan, o, p, cnt)
+                _eng.rd_allreduce(s, chan, o, p, cnt)
             elif algo == ALGO_HIER:
-                s.hier_allreduce(chan, o, p, cnt, *hier, HIER_CHUNK // es)
+                _eng.hier_allreduce(s, chan, o, p, cnt, *hier, HIER_CHUNK // es)
             else:
-                s.ring_allreduce(chan, o, p, cnt)
+                _eng.ring_allreduce(s, chan, o, p, cnt)
         elif coll == "reduce":
-            s.reduce(chan, root, o if rank == root else 0, p, cnt,
-                     None if rank == root else np.empty(cnt * es + 1, np.uint8))
+            _eng.ring_reduce(s, chan, root, o if rank == root else 0, p, cnt,
+                            None if rank == root else np.empty(cnt * es + 1, np.uint8))
         elif coll == "broadcast":
             if algo == ALGO_HIER:
-                s.hier_broadcast(chan, root, o, cnt, hosts)
+                _eng.hier_broadcast(s, chan, root, o, cnt, hosts)
             else:
-                s.broadcast(chan, root, o, cnt, algo == ALGO_TREE)
+                _eng.tree_broadcast(s, chan, root, o, cnt, algo == ALGO_TREE)
         elif coll == "allgather":
             if algo == ALGO_HIER:
-                s.hier_allgather(chan, _OUT, _IN, count, off, cnt, hosts)
+                _eng.hier_allgather(s, chan, _OUT, _IN, count, off, cnt, hosts)
             else:
-                (s.rd_allgather if algo == ALGO_RD else s.allgather)(
-                    chan, _OUT, _IN, count, off, cnt)
+                (_eng.rd_allgather if algo == ALGO_RD else _eng.ring_allgather)(
+                    s, chan, _OUT, _IN, count, off, cnt)
         elif coll == "reduce_scatter":
             if algo == ALGO_HIER:
-                s.hier_reduce_scatter(chan, _OUT, _IN, count, off, cnt, hosts,
-                                      np.empty((n + len(hosts)) * cnt * es + 1, np.uint8))
+                _eng.hier_reduce_scatter(s, chan, _OUT, _IN, count, off, cnt, hosts,
+                                         np.empty((n + len(hosts)) * cnt * es + 1, np.uint8))
             else:
-                (s.rh_reduce_scatter if algo == ALGO_RD else s.reduce_scatter)(
-                    chan, _OUT, _IN, count, off, cnt, np.empty(n * cnt * es + 1, np.uint8))
+                (_eng.rh_reduce_scatter if algo == ALGO_RD else _eng.ring_reduce_scatter)(
+                    s, chan, _OUT, _IN, count, off, cnt, np.empty(n * cnt * es + 1, np.uint8))
         elif coll == "alltoall":
-            s.alltoall(chan, _OUT, _IN, count, off, cnt)
+            _eng.direct_alltoall(s, chan, _OUT, _IN, count, off, cnt)
 
 
 _COLL_ID = {"allreduce": _eng.COLL_ALLREDUCE, "broadcast": _eng.COLL_BROADCAST,

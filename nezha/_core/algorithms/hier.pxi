@@ -1,0 +1,232 @@
+# Included by engine.pyx. Hierarchical collectives for several ranks per host: within the
+# host (shm), across hosts (the rails), within the host again; a host's rails carry its
+# share once and every local rank drives them.
+# Each builder appends the ops of one slice on one channel to a Schedule.
+
+
+def hier_allreduce(Schedule sch, int chan, uintptr_t out, uintptr_t a, uint64_t count,
+                   list local, list cross, uint64_t chunk):
+    """Hierarchical allreduce for several ranks per host, chunk elements at a time:
+    reduce-scatter within the host (local: its ranks, in order), an allreduce of this
+    rank's share across hosts with the ranks at the same local position (cross: one per
+    host, in host order), allgather within the host. A host's NIC carries
+    2(H-1)/H * S instead of a flat ring's 2(N-1)/N * S, and every local rank drives
+    it at once. Chunks pipeline: one chunk crosses hosts while the next is reduced."""
+    cdef uint64_t es = sch.esize, off = 0, cnt
+    if chunk == 0:
+        chunk = count if count else 1
+    while off < count or (count == 0 and off == 0):
+        cnt = min(chunk, count - off)
+        hier_chunk(sch, chan, out + off * es, a + off * es, cnt, local, cross)
+        off += cnt
+        if count == 0:
+            break
+
+
+cdef hier_chunk(Schedule sch, int chan, uintptr_t out, uintptr_t a, uint64_t count,
+                list local, list cross):
+    cdef int L = len(local), H = len(cross), b, me, h, last = -1, first, last2
+    cdef uint64_t es = sch.esize, lo, hi, blo, bcnt
+    cdef const char *src
+    me, h = local.index(sch.rank), cross.index(sch.rank)
+    if L * H == 1:
+        sch.pre_copy(<char *>out, <const char *>a, count * es)
+        return
+    cdef int m = max(L, H)
+    cdef int *lg = <int *>malloc(L * sizeof(int))
+    cdef int *xg = <int *>malloc(H * sizeof(int))
+    cdef char **po = <char **>malloc(m * sizeof(char *))
+    cdef const char **pa = <const char **>malloc(m * sizeof(char *))
+    cdef uint64_t *nb = <uint64_t *>malloc(m * sizeof(uint64_t))
+    cdef int32_t *lsidx = <int32_t *>malloc(m * sizeof(int32_t))
+    cdef int32_t *xsidx = <int32_t *>malloc(m * sizeof(int32_t))
+    try:
+        for b in range(L):
+            lg[b] = local[b]
+        for b in range(H):
+            xg[b] = cross[b]
+        # 1. reduce-scatter within the host: block me of out holds the host's sum
+        for b in range(L):
+            lo, hi = (count * b) // L, (count * (b + 1)) // L
+            po[b], pa[b], nb[b] = <char *>out + lo * es, <const char *>a + lo * es, (hi - lo) * es
+        blo, bcnt = (count * me) // L, (count * (me + 1)) // L - (count * me) // L
+        if L > 1:
+            last = ring_rs(sch, chan, po, pa, nb, lsidx, lg, L, me)
+        src = <const char *>out if L > 1 else <const char *>a
+        # 2. allreduce of that block across hosts (in place in out when L > 1)
+        if H > 1:
+            for b in range(H):
+                lo, hi = (bcnt * b) // H, (bcnt * (b + 1)) // H
+                po[b] = <char *>out + (blo + lo) * es
+                pa[b] = src + (blo + lo) * es
+                nb[b] = (hi - lo) * es
+            first = sch.nops
+            last2 = ring_rs(sch, chan, po, pa, nb, xsidx, xg, H, h, last)
+            ring_ag(sch, chan, po, NULL, nb, last2, xsidx, xg, H, h)
+            # block me is final once the last non-empty receive of step 2 is: receives
+            # on one endpoint finish in order, but an empty one counts as done at once
+            for b in range(sch.nops - 1, first - 1, -1):
+                if sch.ops[b].kind != NZ_SEND and sch.ops[b].kind != NZ_RECV_HDR \
+                        and sch.ops[b].nbytes > 0:
+                    last = b
+                    break
+        # 3. allgather within the host
+        if L > 1:
+            for b in range(L):
+                lo, hi = (count * b) // L, (count * (b + 1)) // L
+                po[b], nb[b] = <char *>out + lo * es, (hi - lo) * es
+            ring_ag(sch, chan, po, NULL, nb, last, lsidx, lg, L, me)
+    finally:
+        free(lg); free(xg); free(po); free(<void *>pa); free(nb); free(lsidx); free(xsidx)
+
+
+cdef int *hier_grid(Schedule sch, list hosts, int *H, int *L, int *h, int *me) except NULL:
+    # hosts: every host's ranks (host order, then local order), as many on each; gives
+    # G[j * L + i] = rank at local position i of host j, and this rank's (h, me)
+    cdef int j, i
+    H[0], L[0] = len(hosts), len(hosts[0])
+    cdef int *G = <int *>malloc(H[0] * L[0] * sizeof(int))
+    if G == NULL:
+        raise MemoryError()
+    for j in range(H[0]):
+        for i in range(L[0]):
+            G[j * L[0] + i] = hosts[j][i]
+            if G[j * L[0] + i] == sch.rank:
+                h[0], me[0] = j, i
+    return G
+
+
+def hier_allgather(Schedule sch, int chan, uintptr_t out, uintptr_t own, uint64_t block_count,
+                   uint64_t off, uint64_t cnt, list hosts):
+    """Hierarchical allgather of elements [off, off+cnt) of every rank's block (hosts:
+    every host's ranks, see _grid). A ring across hosts among the ranks at this rank's
+    local position gathers their H blocks (a host's rails carry (H-1)/H of the result,
+    every local rank driving them at once); then, host by host in the order their
+    blocks arrive (h, h-1, ...), a ring within the host gathers that host's L blocks,
+    each streaming from the receive that brought it."""
+    cdef int H, L, h = 0, me = 0, t, j, i
+    cdef uint64_t es = sch.esize, nbb = cnt * es
+    cdef char *base = <char *>out + off * es
+    cdef const char *mine = <const char *>own + off * es
+    sch.pre_copy(base + sch.rank * block_count * es, mine, nbb)
+    cdef int *G = hier_grid(sch, hosts, &H, &L, &h, &me)
+    cdef int m = max(H, L)
+    cdef int *xg = <int *>malloc(H * sizeof(int))
+    cdef char **po = <char **>malloc(m * sizeof(char *))
+    cdef uint64_t *nb = <uint64_t *>malloc(m * sizeof(uint64_t))
+    cdef int32_t *xr = <int32_t *>malloc(H * sizeof(int32_t))  # cross receive of step s
+    try:
+        for i in range(m):
+            nb[i] = nbb
+        if H > 1:
+            for j in range(H):
+                xg[j] = G[j * L + me]
+                po[j] = base + xg[j] * block_count * es
+            ring_ag(sch, chan, po, mine, nb, -1, NULL, xg, H, h, xr)
+        for t in range(H if L > 1 else 0):
+            j = _mod(h - t, H)
+            for i in range(L):
+                po[i] = base + G[j * L + i] * block_count * es
+            ring_ag(sch, chan, po, mine if t == 0 else NULL, nb,
+                         -1 if t == 0 else xr[t - 1], NULL, G + h * L, L, me)
+    finally:
+        free(G); free(xg); free(po); free(nb); free(xr)
+
+
+def hier_reduce_scatter(Schedule sch, int chan, uintptr_t out, uintptr_t a, uint64_t block_count,
+                        uint64_t off, uint64_t cnt, list hosts, object work):
+    """Hierarchical reduce_scatter of elements [off, off+cnt) of every block (hosts: see
+    _grid): host by host (h-1, h-2, ..., h: the order the next step reads them), a ring
+    within the host reduces that host's L blocks, leaving at local position i the host's
+    sum of the block of its rank at position i; then a ring across hosts among the ranks
+    at this local position reduces those H sums, block h (this rank's own) landing in
+    out. Each step streams from the one that produces its input. work (>= (size + H) *
+    cnt elements): the partial sums, within the host then across hosts."""
+    cdef int H, L, h = 0, me = 0, t, j, i, r
+    cdef uint64_t es = sch.esize, nbb = cnt * es
+    cdef int *G = hier_grid(sch, hosts, &H, &L, &h, &me)
+    if H * L == 1:
+        free(G)
+        sch.pre_copy(<char *>out + off * es, <const char *>a + off * es, nbb)
+        return
+    sch.keep.append(work)
+    cdef char *w = <char *><uintptr_t>work.ctypes.data
+    cdef int m = max(H, L)
+    cdef int *xg = <int *>malloc(H * sizeof(int))
+    cdef char **po = <char **>malloc(m * sizeof(char *))
+    cdef const char **pa = <const char **>malloc(m * sizeof(char *))
+    cdef const char **xa = <const char **>malloc(H * sizeof(char *))  # host sums
+    cdef uint64_t *nb = <uint64_t *>malloc(m * sizeof(uint64_t))
+    cdef int32_t *sidx = <int32_t *>malloc(m * sizeof(int32_t))
+    cdef int32_t *xdep = <int32_t *>malloc(H * sizeof(int32_t))   # op making xa[j]
+    try:
+        for i in range(m):
+            nb[i] = nbb
+        for t in range(1, H + 1):
+            j = _mod(h - t, H)
+            for i in range(L):
+                r = G[j * L + i]
+                pa[i] = <const char *>a + (r * block_count + off) * es
+                po[i] = w + r * nbb
+            if H == 1:
+                po[me] = <char *>out + off * es
+            xa[j], xdep[j] = pa[me], -1
+            if L > 1:
+                xdep[j] = ring_rs(sch, chan, po, pa, nb, sidx, G + h * L, L, me)
+                xa[j] = po[me]
+        if H > 1:
+            for j in range(H):
+                xg[j] = G[j * L + me]
+                po[j] = w + (H * L + j) * nbb
+            po[h] = <char *>out + off * es
+            ring_rs(sch, chan, po, xa, nb, sidx, xg, H, h, -1, xdep)
+    finally:
+        free(G); free(xg); free(po); free(<void *>pa); free(<void *>xa); free(nb)
+        free(sidx); free(xdep)
+
+
+def hier_broadcast(Schedule sch, int chan, int root, uintptr_t buf, uint64_t count, list hosts):
+    """Hierarchical broadcast (hosts: see _grid): the buffer in L shares; the root hands
+    share i to the rank at local position i of its host (over shm), which carries it
+    down a chain across hosts, host hr -> hr+1 -> ..., to the ranks at position i (a
+    host's rails carry S once, every local rank driving them); then a ring within every
+    host gathers the L shares, each streaming from the receive that brought it. The
+    root's buffer is only read (it may be read-only; a re-run reads it again): its ring
+    receives go to scratch."""
+    cdef int H, L, h = 0, me = 0, hr = 0, ir = 0, t, i, r0 = -1
+    cdef uint64_t es = sch.esize
+    cdef int *G = hier_grid(sch, hosts, &H, &L, &h, &me)
+    cdef char **po = <char **>malloc(L * sizeof(char *))
+    cdef uint64_t *nb = <uint64_t *>malloc(L * sizeof(uint64_t))
+    cdef const char *own = NULL
+    cdef char *sink
+    try:
+        if H * L == 1:
+            return
+        for i in range(H * L):
+            if G[i] == root:
+                hr, ir = i // L, i % L
+        for i in range(L):
+            po[i] = <char *>buf + (count * i // L) * es
+            nb[i] = (count * (i + 1) // L - count * i // L) * es
+        if sch.rank == root:
+            for t in range(1, L):
+                i = _mod(ir + t, L)
+                sch.add(NZ_SEND, chan, G[hr * L + i], po[i], NULL, nb[i])
+        elif h == hr:
+            r0 = sch.add(NZ_RECV, chan, root, po[me], NULL, nb[me])
+        else:
+            r0 = sch.add(NZ_RECV, chan, G[_mod(h - 1, H) * L + me], po[me], NULL, nb[me])
+        if _mod(h - hr, H) < H - 1:
+            sch.add(NZ_SEND, chan, G[_mod(h + 1, H) * L + me], po[me], NULL, nb[me], r0)
+        if L > 1:
+            if sch.rank == root:
+                scratch = np.empty(count * es + 1, np.uint8)
+                sch.keep.append(scratch)
+                sink = <char *><uintptr_t>scratch.ctypes.data
+                own = po[me]
+                for i in range(L):
+                    po[i] = sink + (count * i // L) * es
+            ring_ag(sch, chan, po, own, nb, r0, NULL, G + h * L, L, me)
+    finally:
+        free(G); free(po); free(nb)

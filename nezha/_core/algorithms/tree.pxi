@@ -1,0 +1,30 @@
+# Included by engine.pyx. Broadcast from a root: a binomial tree (small) or a pipelined
+# chain (large).
+# Each builder appends the ops of one slice on one channel to a Schedule.
+
+
+def tree_broadcast(Schedule sch, int chan, int root, uintptr_t buf, uint64_t count, bint tree):
+    """Broadcast from root: a binomial tree (small) or a pipelined chain (large)."""
+    cdef int n = sch.size, v = _mod(sch.rank - root, n), ri = -1, k, low
+    cdef uint64_t nbytes = count * sch.esize
+    cdef char *p = <char *>buf
+    if n == 1:
+        return
+    if not tree:
+        if v != 0:
+            ri = sch.add(NZ_RECV, chan, sch.rank - 1, p, NULL, nbytes)
+        if v != n - 1:
+            sch.add(NZ_SEND, chan, sch.rank + 1, p, NULL, nbytes, ri)
+        return
+    low = n
+    if v != 0:
+        low = v & -v
+        ri = sch.add(NZ_RECV, chan, root + v - low, p, NULL, nbytes)
+    k = 1
+    while k * 2 < low and k * 2 < n:
+        k *= 2
+    # farthest child first: it heads the largest subtree
+    while k >= 1:
+        if k < low and v + k < n:
+            sch.add(NZ_SEND, chan, root + v + k, p, NULL, nbytes, ri)
+        k //= 2
