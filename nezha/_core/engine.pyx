@@ -39,6 +39,7 @@ ERR_REDUCE = NZ_ERR_REDUCE
 ERR_INTERNAL = NZ_ERR_INTERNAL
 ERR_CHANFAIL = NZ_ERR_CHANFAIL
 ERR_VOTE = NZ_ERR_VOTE
+OP_BYTES = sizeof(nz_op_t)  # one record of Schedule.ops_bytes()
 VOTE_RUNNING = NZ_VOTE_RUNNING
 VOTE_CLOSING = NZ_VOTE_CLOSING
 WHY_NAMES = {NZ_WHY_ERROR: "transport error", NZ_WHY_CLOSED: "connection closed",
@@ -253,6 +254,11 @@ cdef class Schedule:
     def header_received(self, int ep):
         """The header that arrived on endpoint ep, as a dict."""
         return _hdr_dict(&self.hdr_in[ep])
+
+    def ops_bytes(self):
+        """Every op as raw nz_op_t records, OP_BYTES each (the simulator reads them as a
+        numpy record array: nezha/sim/ops.py)."""
+        return (<char *>self.ops)[:self.nops * sizeof(nz_op_t)]
 
     def ops_list(self):
         """Every op as (kind, ep, nbytes, dep0, dep1, chan): for tests of the layouts."""
