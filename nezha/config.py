@@ -285,8 +285,14 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
         "connections) before giving up with NezhaTimeout.")),
     Param("JOB_SECRET", "str", "", check=_check_secret, secret=True, syntax="hex digits", help=(
         "Secret every connection must prove it knows, so that processes of another job cannot "
-        "join or inject data. Unset: the bootstrap generates one and hands it to every rank. "
-        "It is never printed or logged.")),
+        "join or inject data. Unset: under MPI and `nezha lab run` the bootstrap generates one "
+        "and hands it to every rank; under torchrun it is derived from MASTER_ADDR/MASTER_PORT, "
+        "which keeps out strays, not attackers (a warning says so; docs/security.md). It is "
+        "never printed or logged.")),
+    Param("JOB_SECRET_FILE", "str", "", syntax="path", help=(
+        "A file holding the job secret (hex digits, as NEZHA_JOB_SECRET), for launchers that "
+        "should not put it in the environment. Refused unless only its owner can read it "
+        "(mode 0600 or 0400). NEZHA_JOB_SECRET wins when both are set.")),
     Param("PORT_RANGE", "range", "", help=(
         "Ports the bootstrap and the TCP rails listen on, as lo-hi (e.g. 50000-50100), for "
         "hosts whose firewall opens only a range. Unset: the kernel picks free ports.")),

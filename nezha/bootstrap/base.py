@@ -2,20 +2,42 @@
 import os
 import secrets
 import socket
+import stat
 
 from nezha.errors import InvalidUsageError
 
 
 def job_secret_from_env():
-    """NEZHA_JOB_SECRET as bytes, or None when unset."""
-    text = os.environ.get("NEZHA_JOB_SECRET")
+    """The job secret the launcher gave: NEZHA_JOB_SECRET, else the file NEZHA_JOB_SECRET_FILE
+    (only its owner may read it), as bytes; None when neither is set."""
+    text, where = os.environ.get("NEZHA_JOB_SECRET"), "NEZHA_JOB_SECRET"
+    path = os.environ.get("NEZHA_JOB_SECRET_FILE")
+    if not text and path:
+        text, where = _read_secret_file(path), f"NEZHA_JOB_SECRET_FILE {path}"
     if not text:
         return None
     try:
-        return bytes.fromhex(text)
+        return bytes.fromhex(text.strip())
     except ValueError:
-        raise InvalidUsageError("NEZHA_JOB_SECRET must be hex digits (e.g. from "
+        raise InvalidUsageError(f"{where} must be hex digits (e.g. from "
                                 "`python -c 'import secrets; print(secrets.token_hex(32))'`)") from None
+
+
+def _read_secret_file(path):
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as e:
+        raise InvalidUsageError(f"NEZHA_JOB_SECRET_FILE {path}: cannot open it "
+                                f"({e.strerror})") from None
+    with os.fdopen(fd) as f:
+        st = os.fstat(f.fileno())
+        # checked on the open file, so it cannot be swapped between check and read
+        if st.st_mode & 0o077 or st.st_uid != os.getuid():
+            raise InvalidUsageError(
+                f"NEZHA_JOB_SECRET_FILE {path}: mode {stat.filemode(st.st_mode)}, owner uid "
+                f"{st.st_uid}: refused, others could read the secret (chmod 600 it, as the "
+                "user who runs the job)")
+        return f.read()
 
 
 class Bootstrap:

@@ -20,6 +20,19 @@ from nezha.rails.tcp.connect import establish
 _LEN = struct.Struct("<I")
 
 
+_warned = False
+
+
+def _warn_derived_secret():
+    """Once per process: a secret anyone can derive keeps strays out, not attackers."""
+    global _warned
+    if not _warned:
+        _warned = True
+        log.warn("BOOT", "no job secret from the launcher (NEZHA_JOB_SECRET or "
+                 "NEZHA_JOB_SECRET_FILE): the secret is derived from MASTER_ADDR/MASTER_PORT, "
+                 "which keeps out strays, not attackers (docs/security.md)")
+
+
 class EnvBootstrap(Bootstrap):
     """Rank and size from the environment; allgather through rank 0."""
 
@@ -60,8 +73,7 @@ class EnvBootstrap(Bootstrap):
             # Everyone can derive this, so it keeps strays out but not an attacker.
             run_id = env.get("TORCHELASTIC_RUN_ID", "")
             secret = hashlib.sha256(f"nezha|{addr}|{port}|{size}|{run_id}".encode()).digest()
-            log.info("BOOT", "NEZHA_JOB_SECRET not set: using a secret derived from "
-                     "MASTER_ADDR/MASTER_PORT; set it to keep out more than strays")
+            _warn_derived_secret()
         local = env.get("LOCAL_RANK")
         return cls(rank, size, addr, port, secret, int(local) if local else None, timeout)
 

@@ -1,6 +1,7 @@
 """Running jobs in a lab: N Open MPI ranks or torchrun-style env rendezvous, ranks_per_host ranks
 in each host namespace (block placement: rank r in host r // ranks_per_host)."""
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -72,6 +73,8 @@ def job_env(lab, env=None, marker=None):
     if marker:
         e["NEZHA_LAB_JOB"] = marker  # finds this job's processes for cleanup
     e.update({k: str(v) for k, v in (env or {}).items()})
+    if not e.get("NEZHA_JOB_SECRET") and not e.get("NEZHA_JOB_SECRET_FILE"):
+        e["NEZHA_JOB_SECRET"] = secrets.token_hex(32)  # a fresh one per job
     return e
 
 
