@@ -96,3 +96,21 @@ def test_lab_jobs_get_a_fresh_secret(clean):
     assert len(a["NEZHA_JOB_SECRET"]) == 64 and a["NEZHA_JOB_SECRET"] != b["NEZHA_JOB_SECRET"]
     given = job_env(Lab(), {"NEZHA_JOB_SECRET": "cd" * 16})
     assert given["NEZHA_JOB_SECRET"] == "cd" * 16
+
+
+def test_stranger_with_the_rendezvous_but_not_the_secret_file_is_rejected(tmp_path):
+    """Ranks 0 and 2 read the job's secret from a file; rank 1 knows MASTER_ADDR/MASTER_PORT
+    but holds another secret: it is refused, and no rank runs a collective with it."""
+    from tests.spawn import spawn
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    good.write_text("5a" * 32)
+    bad.write_text("a5" * 32)
+    for f in (good, bad):
+        f.chmod(0o600)
+    results = spawn(3, "ok", env={"NEZHA_CONNECT_TIMEOUT": "4", "NEZHA_JOB_SECRET": "",
+                                  "NEZHA_JOB_SECRET_FILE": str(good)},
+                    rank_env={1: {"NEZHA_JOB_SECRET_FILE": str(bad)}})
+    for rc, res, out in results:
+        assert res and res["stage"] == "init" and res["error"] in (
+            "AuthenticationError", "NezhaTimeout", "PeerError"), out
+    assert any(res["error"] == "AuthenticationError" for _, res, _ in results)
