@@ -76,7 +76,7 @@ def analyse(res, failures, size, rate_bps, ranks):
     one = [d for (t0, t1, al), d in zip(rows, dur) if al != 3]
     med_one = statistics.median(one) if one else float("nan")
     med_two = statistics.median(both) if both else float("nan")
-    extra, readmit = [], []
+    extra, readmit, cuts = [], [], []
     for tf, th in failures:
         # the collective that saw the failure: the first to end degraded after the cut
         k = next((i for i, (t0, t1, al) in enumerate(rows) if t1 > tf and al != 3), None)
@@ -87,6 +87,8 @@ def analyse(res, failures, size, rate_bps, ranks):
         before = min(max(tf - t0, 0.0), med_two)
         ideal = before + (1 - before / med_two) * med_one
         extra.append((t1 - t0) - ideal)
+        cuts.append(dict(at_ms=round(1e3 * (tf - t0), 1), took_ms=round(1e3 * (t1 - t0), 1),
+                         ideal_ms=round(1e3 * ideal, 1)))
         back = next((r0 for r0, r1, al in rows if r0 > th and al == 3), None)
         if back is not None:
             readmit.append(back - th)
@@ -95,6 +97,7 @@ def analyse(res, failures, size, rate_bps, ranks):
     limit1 = rate_bps / 8
     return dict(
         size=size, failures=len(failures), hits=len(extra),
+        cuts=cuts,  # per cut: when in the hit collective, how long it took, the ideal
         extra_ms_median=1e3 * statistics.median(extra) if extra else None,
         extra_ms_max=1e3 * max(extra) if extra else None,
         busbw_two_rails=algbw(statistics.median(both)) * factor if both else None,
