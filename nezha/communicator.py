@@ -7,6 +7,7 @@ import numpy as np
 
 from nezha import log
 from nezha._core import engine as _eng
+from nezha.algorithms import slices
 from nezha.bootstrap import discover
 from nezha.buffers import address, as_array
 from nezha.config import Config
@@ -15,7 +16,7 @@ from nezha.diagnose import Diagnose
 from nezha.executor import Executor
 from nezha.failover import LAZY_MAX_BYTES, Failover
 from nezha.mesh import Mesh
-from nezha.planner import ALGO_DIRECT, ALGO_HIER, ALGO_NAMES, ALGO_RD, ALGO_TREE, Plan, Planner
+from nezha.planner import ALGO_DIRECT, ALGO_NAMES, ALGO_RD, ALGO_TREE, Plan, Planner
 from nezha.rails.tcp.device import TcpRail
 from nezha.topo import bind as topo_bind
 from nezha.topo import rails as topo_rails
@@ -30,7 +31,6 @@ for _d in _OPS_OK.values():
     _d.update({int(o): o for o in list(_d)})
 
 
-HIER_CHUNK = 1 << 20  # bytes per hierarchical chunk: one crosses hosts while the next is reduced
 
 
 def _into_scratch(into, nbytes):
@@ -198,13 +198,8 @@ class Communicator(Executor, Failover, Diagnose):
         # builds hold addresses, not buffers (the fast path keeps them past this call)
         def into(dst_addr, scratch=None):
             def build(s, algo, chan, off, cnt, src, _keep=scratch):
-                o, p = dst_addr + off * es, address(src) + off * es
-                if algo == ALGO_RD:
-                    _eng.rd_allreduce(s, chan, o, p, cnt)
-                elif algo == ALGO_HIER:
-                    _eng.hier_allreduce(s, chan, o, p, cnt, *self._hier, HIER_CHUNK // es)
-                else:
-                    _eng.ring_allreduce(s, chan, o, p, cnt)
+                o = dst_addr + off * es
+                slices.allreduce(s, algo, chan, o, address(src) + off * es, cnt, es, self._hier)
                 if op == ReduceOp.AVG:
                     s.add_avg(o, cnt, float(self.size))
             return build
@@ -241,14 +236,9 @@ class Communicator(Executor, Failover, Diagnose):
 
         def into(dst_addr, scratch=None):
             def build(s, algo, chan, off, cnt, src, _keep=scratch):
-                o, p = dst_addr + off * es, address(src) + off * es
-                if algo == ALGO_RD:
-                    _eng.rd_allreduce(s, chan, o, p, cnt)
-                elif algo == ALGO_HIER:
-                    _eng.hier_allreduce(s, chan, o, p, cnt, *self._hier, HIER_CHUNK // es)
-                else:
-                    work = None if at_root else np.empty(cnt * es + 1, np.uint8)
-                    _eng.ring_reduce(s, chan, root, o if at_root else 0, p, cnt, work)
+                o = dst_addr + off * es
+                slices.reduce(s, algo, chan, root, at_root, o, address(src) + off * es, cnt,
+                              es, self._hier)
                 if op == ReduceOp.AVG and at_root:
                     s.add_avg(o, cnt, float(self.size))
             return build
@@ -278,14 +268,8 @@ class Communicator(Executor, Failover, Diagnose):
 
         def into(dst_addr, scratch=None):
             def build(s, algo, chan, off, cnt, src, _keep=scratch):
-                o = dst_addr + off * es
-                if algo == ALGO_RD:
-                    s.reduce_as(int(DType.UINT8), int(ReduceOp.BOR))
-                    _eng.rd_allreduce(s, chan, o, address(src) + off * es, cnt)
-                elif algo == ALGO_HIER:  # the root's buffer is only read: a re-run reads it
-                    _eng.hier_broadcast(s, chan, root, o, cnt, self._hosts)
-                else:
-                    _eng.tree_broadcast(s, chan, root, o, cnt, algo == ALGO_TREE)
+                p = 0 if src is None else address(src) + off * es  # read by ALGO_RD only
+                slices.broadcast(s, algo, chan, root, dst_addr + off * es, p, cnt, self._hosts)
             return build
 
         return self._submit("broadcast", _eng.COLL_BROADCAST, dt, 0, count, root,
@@ -329,12 +313,8 @@ class Communicator(Executor, Failover, Diagnose):
 
         def into(dst):
             def build(s, algo, chan, off, cnt, src):
-                if algo == ALGO_HIER:
-                    _eng.hier_allgather(s, chan, address(dst), address(src), c, off, cnt,
-                                        self._hosts)
-                    return
-                gather = _eng.rd_allgather if algo == ALGO_RD else _eng.ring_allgather
-                gather(s, chan, address(dst), address(src), c, off, cnt)
+                slices.allgather(s, algo, chan, address(dst), address(src), c, off, cnt,
+                                 self._hosts)
             return build
 
         return self._submit("allgather", _eng.COLL_ALLGATHER, dt, 0, c, -1,
@@ -366,15 +346,8 @@ class Communicator(Executor, Failover, Diagnose):
 
         def into(dst):
             def build(s, algo, chan, off, cnt, src):
-                if algo == ALGO_HIER:  # partial sums within the host, then across hosts
-                    work = np.empty((self.size + len(self._hosts)) * cnt * es + 1, np.uint8)
-                    _eng.hier_reduce_scatter(s, chan, address(dst), address(src), c, off, cnt,
-                                             self._hosts, work)
-                else:
-                    scatter = (_eng.rh_reduce_scatter if algo == ALGO_RD
-                               else _eng.ring_reduce_scatter)
-                    scatter(s, chan, address(dst), address(src), c, off, cnt,
-                            np.empty(self.size * cnt * es + 1, np.uint8))
+                slices.reduce_scatter(s, algo, chan, address(dst), address(src), c, off, cnt,
+                                      es, self.size, self._hosts)
                 if op == ReduceOp.AVG:
                     s.add_avg(address(dst) + off * es, cnt, float(self.size))
             return build
@@ -403,7 +376,7 @@ class Communicator(Executor, Failover, Diagnose):
 
         def into(dst):
             def build(s, algo, chan, off, cnt, src):
-                _eng.direct_alltoall(s, chan, address(dst), address(src), c, off, cnt)
+                slices.alltoall(s, chan, address(dst), address(src), c, off, cnt)
             return build
 
         return self._submit("alltoall", _eng.COLL_ALLTOALL, dt, 0, c, -1,

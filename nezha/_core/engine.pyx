@@ -247,6 +247,10 @@ cdef class Schedule:
         cdef nz_op_t *o = &self.ops[i]
         return (o.kind, o.ep, o.nbytes, o.done, o.chan)
 
+    def header_address(self):
+        """Address of the header this rank sends (every header send op points at it)."""
+        return <uintptr_t>&self.hdr
+
     def header_expected(self):
         """The header this rank sends and expects, as a dict."""
         return _hdr_dict(&self.hdr)

@@ -1,7 +1,7 @@
 """Workloads from nezha's own planner and schedule builders: what the engine would run.
 
 For every rank we build the engine's Schedule with the same calls the communicator makes
-(planner.allreduce -> slices -> s.ring_allreduce / s.hier_allreduce / ...), read its ops
+(planner.allreduce -> slices -> nezha/algorithms/slices.py -> the builders), read its ops
 (ops.py) and pair every send with the receive it meets on the peer: ops on one endpoint
 run in post order, so the k-th send of rank a to rank b on channel c meets the k-th
 receive of b from a on c. Each pair is one transfer; local reductions are CPU tasks;
@@ -11,13 +11,13 @@ becomes a FULL dependency on the endpoint's previous transfer.
 import numpy as np
 
 from nezha._core import engine as _eng
+from nezha.algorithms import slices
 from nezha.config import Config
-from nezha.planner import ALGO_HIER, ALGO_RD, ALGO_TREE, Planner
+from nezha.planner import ALGO_TREE, Planner
 from nezha.sim import ops as O
 from nezha.sim.workload import FULL, STARTED, STREAM, Workload
 from nezha.types import DType, ReduceOp
 
-HIER_CHUNK = 1 << 20  # as nezha/communicator.py: bytes per hierarchical chunk
 _OUT, _IN = 1 << 44, 2 << 44  # addresses the builders record but the simulator never reads
 COLLS = ("allreduce", "broadcast", "allgather", "reduce_scatter", "alltoall", "reduce")
 
@@ -52,43 +52,26 @@ def plan_of(planner, coll, nbytes, esize=4, root=0):
 
 
 def _build(s, coll, plan, rank, planner, count, es, root):
-    """The communicator's build(), for one rank, with fake buffer addresses."""
+    """The communicator's build(), for one rank, with fake buffer addresses: the same
+    per-slice choice of builder (nezha/algorithms/slices.py)."""
     hier = planner.hier_groups(rank)
     hosts = planner.hier_hosts()
-    n = planner.ranks
+    algo = plan.algo
     for chan, off, cnt in plan.slices:
         o, p = _OUT + off * es, _IN + off * es
-        algo = plan.algo
-        if coll == "allreduce" or (coll == "reduce" and algo in (ALGO_RD, ALGO_HIER)):
-            if algo == ALGO_RD:
-                _eng.rd_allreduce(s, chan, o, p, cnt)
-            elif algo == ALGO_HIER:
-                _eng.hier_allreduce(s, chan, o, p, cnt, *hier, HIER_CHUNK // es)
-            else:
-                _eng.ring_allreduce(s, chan, o, p, cnt)
+        if coll == "allreduce":
+            slices.allreduce(s, algo, chan, o, p, cnt, es, hier)
         elif coll == "reduce":
-            _eng.ring_reduce(s, chan, root, o if rank == root else 0, p, cnt,
-                            None if rank == root else np.empty(cnt * es + 1, np.uint8))
+            slices.reduce(s, algo, chan, root, rank == root, o, p, cnt, es, hier)
         elif coll == "broadcast":
-            if algo == ALGO_HIER:
-                _eng.hier_broadcast(s, chan, root, o, cnt, hosts)
-            else:
-                _eng.tree_broadcast(s, chan, root, o, cnt, algo == ALGO_TREE)
+            slices.broadcast(s, algo, chan, root, o, p, cnt, hosts)
         elif coll == "allgather":
-            if algo == ALGO_HIER:
-                _eng.hier_allgather(s, chan, _OUT, _IN, count, off, cnt, hosts)
-            else:
-                (_eng.rd_allgather if algo == ALGO_RD else _eng.ring_allgather)(
-                    s, chan, _OUT, _IN, count, off, cnt)
+            slices.allgather(s, algo, chan, _OUT, _IN, count, off, cnt, hosts)
         elif coll == "reduce_scatter":
-            if algo == ALGO_HIER:
-                _eng.hier_reduce_scatter(s, chan, _OUT, _IN, count, off, cnt, hosts,
-                                         np.empty((n + len(hosts)) * cnt * es + 1, np.uint8))
-            else:
-                (_eng.rh_reduce_scatter if algo == ALGO_RD else _eng.ring_reduce_scatter)(
-                    s, chan, _OUT, _IN, count, off, cnt, np.empty(n * cnt * es + 1, np.uint8))
+            slices.reduce_scatter(s, algo, chan, _OUT, _IN, count, off, cnt, es,
+                                  planner.ranks, hosts)
         elif coll == "alltoall":
-            _eng.direct_alltoall(s, chan, _OUT, _IN, count, off, cnt)
+            slices.alltoall(s, chan, _OUT, _IN, count, off, cnt)
 
 
 _COLL_ID = {"allreduce": _eng.COLL_ALLREDUCE, "broadcast": _eng.COLL_BROADCAST,
@@ -108,9 +91,8 @@ def schedules(coll, nbytes, planner, esize=4, root=0):
                           else -1, plan.algo, plan.hash)
         _build(s, coll, plan, r, planner, count, esize, root)
         ops = O.read_ops(s)
-        base = id(s)
-        # a header send points into the Schedule object itself (its hdr field)
-        hdr.append((ops["kind"] == O.SEND) & (ops["ptr"] >= base) & (ops["ptr"] < base + 4096))
+        # a header send points at the header the Schedule keeps
+        hdr.append((ops["kind"] == O.SEND) & (ops["ptr"] == s.header_address()))
         out.append(ops)
         del s
     return plan, out, hdr

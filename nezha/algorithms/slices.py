@@ -1,0 +1,74 @@
+"""Which builder (nezha/_core/algorithms/) runs one slice of each collective, per algorithm.
+
+The communicator builds its schedules with these, and so does the simulator
+(nezha/sim/nezha_sched.py): it simulates what nezha runs. Arguments are addresses (the
+slice's first element), not buffers; es is the element size; AVG is the caller's.
+"""
+import numpy as np
+
+from nezha._core import engine as _eng
+from nezha.planner import ALGO_HIER, ALGO_RD, ALGO_TREE
+from nezha.types import DType, ReduceOp
+
+HIER_CHUNK = 1 << 20  # bytes per hierarchical chunk: one crosses hosts while the next is reduced
+
+
+def allreduce(s, algo, chan, out, src, cnt, es, hier):
+    """hier: this rank's (local ranks, cross ranks), Planner.hier_groups."""
+    if algo == ALGO_RD:
+        _eng.rd_allreduce(s, chan, out, src, cnt)
+    elif algo == ALGO_HIER:
+        _eng.hier_allreduce(s, chan, out, src, cnt, *hier, HIER_CHUNK // es)
+    else:
+        _eng.ring_allreduce(s, chan, out, src, cnt)
+
+
+def reduce(s, algo, chan, root, at_root, out, src, cnt, es, hier):
+    """Small or hierarchical: an allreduce whose result the other ranks drop (out: their
+    sink). Else the ring reduce (out: 0 except at root; the others keep partial sums in
+    scratch)."""
+    if algo in (ALGO_RD, ALGO_HIER):
+        allreduce(s, algo, chan, out, src, cnt, es, hier)
+    else:
+        work = None if at_root else np.empty(cnt * es + 1, np.uint8)
+        _eng.ring_reduce(s, chan, root, out if at_root else 0, src, cnt, work)
+
+
+def broadcast(s, algo, chan, root, out, src, cnt, hosts):
+    """ALGO_RD: an allreduce that ORs bytes, the root's buffer (src) against the others'
+    zeros (src is read by ALGO_RD only); hierarchical; else a binomial tree (ALGO_TREE) or
+    a chain."""
+    if algo == ALGO_RD:
+        s.reduce_as(int(DType.UINT8), int(ReduceOp.BOR))
+        _eng.rd_allreduce(s, chan, out, src, cnt)
+    elif algo == ALGO_HIER:  # the root's buffer is only read: a re-run reads it again
+        _eng.hier_broadcast(s, chan, root, out, cnt, hosts)
+    else:
+        _eng.tree_broadcast(s, chan, root, out, cnt, algo == ALGO_TREE)
+
+
+def allgather(s, algo, chan, out, src, block, off, cnt, hosts):
+    """Elements [off, off+cnt) of every rank's block (block elements each)."""
+    if algo == ALGO_HIER:
+        _eng.hier_allgather(s, chan, out, src, block, off, cnt, hosts)
+    elif algo == ALGO_RD:
+        _eng.rd_allgather(s, chan, out, src, block, off, cnt)
+    else:
+        _eng.ring_allgather(s, chan, out, src, block, off, cnt)
+
+
+def reduce_scatter(s, algo, chan, out, src, block, off, cnt, es, size, hosts):
+    """Elements [off, off+cnt) of every block; the partial sums go to scratch the schedule
+    keeps (within the host then across hosts for the hierarchical one)."""
+    if algo == ALGO_HIER:
+        work = np.empty((size + len(hosts)) * cnt * es + 1, np.uint8)
+        _eng.hier_reduce_scatter(s, chan, out, src, block, off, cnt, hosts, work)
+        return
+    work = np.empty(size * cnt * es + 1, np.uint8)
+    scatter = _eng.rh_reduce_scatter if algo == ALGO_RD else _eng.ring_reduce_scatter
+    scatter(s, chan, out, src, block, off, cnt, work)
+
+
+def alltoall(s, chan, out, src, block, off, cnt):
+    """Pairwise exchange of elements [off, off+cnt) of every block."""
+    _eng.direct_alltoall(s, chan, out, src, block, off, cnt)
