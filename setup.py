@@ -13,7 +13,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 INCLUDE = [os.path.join(HERE, "include"), numpy.get_include()]
 # -O3 lets gcc vectorise the reduction loops; the engine is I/O bound and does not care.
 CFLAGS = ["-O3", "-std=gnu11", "-Wno-unused-function"]
-MODULES = ["reduce", "engine"]
+MODULES = ["reduce", "engine", "ina"]
 DEBUG = os.environ.get("NEZHA_BUILD_DEBUG") == "1"
 
 

@@ -1,0 +1,336 @@
+"""In-network aggregation: the service (Server) and one rank's client (Client), both in C
+(include/nezha/nezha_ina.h); every blocking call runs without the GIL. See docs/ina.md."""
+from cpython.buffer cimport (PyBUF_C_CONTIGUOUS, PyBUF_WRITABLE, PyBuffer_Release,
+                             PyObject_GetBuffer)
+from cpython.exc cimport PyErr_CheckSignals
+from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdlib cimport calloc, free
+from libc.string cimport memcpy, memset
+
+from nezha.errors import (AuthenticationError, InvalidUsageError, NezhaTimeout,
+                          RailSystemError)
+
+
+cdef extern from "nezha/nezha_ina.h" nogil:
+    int INA_MAX_PAYLOAD
+    int INA_MAX_RANKS
+    int INA_HDR
+    int EINTR, ETIMEDOUT, ECONNREFUSED, EACCES, EINVAL, EOPNOTSUPP, EBUSY, ENOTCONN
+
+    ctypedef struct ina_srv_stats_t:
+        uint64_t rx, tx, data_added, dup_pending, dup_resent, stale, results, bad_token
+        uint64_t bad_source, bad_meta, malformed, auth_ok, auth_fail, refused_busy
+        uint64_t jobs_created, jobs_expired, jobs_closed, send_errors, jobs_active, slots_free
+
+    ctypedef struct ina_server_t:
+        int fd
+        uint16_t port
+        int nslots, quota, open_mode
+        int64_t job_timeout_ms
+        int stop
+        ina_srv_stats_t st
+
+    int ina_server_init(ina_server_t *s, const char *addr, int port, int nslots, int quota,
+                        int64_t job_timeout_ms, int nsecrets, const uint8_t *const *secrets,
+                        const size_t *secret_len, char *err, size_t errlen)
+    int ina_server_run(ina_server_t *s)
+    void ina_server_destroy(ina_server_t *s)
+
+    ctypedef struct ina_cli_stats_t:
+        uint64_t tx, rx, retrans, timeouts, stale_results, fault_dropped, fault_duplicated
+        uint64_t fault_reordered, fault_results_dropped, collectives
+
+    ctypedef struct ina_client_t:
+        int fd
+        uint64_t token
+        uint16_t rank, nranks, nslots
+        uint32_t job_timeout_ms
+        uint32_t seq
+        int64_t last_ms
+        uint32_t drop_every, dup_every, reorder_every, drop_result_every
+        double srtt_us, rttvar_us
+        int64_t min_rto_us, max_rto_us
+        ina_cli_stats_t st
+        char err[256]
+
+    void ina_client_init(ina_client_t *c)
+    void ina_client_close(ina_client_t *c)
+    int ina_client_register(ina_client_t *c, const char *addr, int port, const uint8_t *id,
+                            const uint8_t *key, int rank, int nranks, int want_slots, int timeout_ms)
+    int ina_client_allreduce(ina_client_t *c, void *buf, size_t count, int dtype, int op,
+                             int window, int timeout_ms)
+    int ina_reduce_support(int dtype, int op)
+    size_t ina_chunk_elems(int dtype)
+    void ina_job_credentials(const uint8_t *secret, size_t slen, const uint8_t *tag,
+                             uint8_t *id, uint8_t *key)
+    void ina_hmac(const uint8_t *key, size_t klen, const void *msg, size_t n, uint8_t *out)
+    size_t nezha_dtype_size(int dt)
+    int64_t ina_now_ms()
+
+MAX_PAYLOAD = INA_MAX_PAYLOAD
+MAX_RANKS = INA_MAX_RANKS
+HEADER_BYTES = INA_HDR
+
+_SRV_FIELDS = ("rx", "tx", "data_added", "dup_pending", "dup_resent", "stale", "results",
+               "bad_token", "bad_source", "bad_meta", "malformed", "auth_ok", "auth_fail",
+               "refused_busy", "jobs_created", "jobs_expired", "jobs_closed", "send_errors",
+               "jobs_active", "slots_free")
+_CLI_FIELDS = ("tx", "rx", "retrans", "timeouts", "stale_results", "fault_dropped",
+               "fault_duplicated", "fault_reordered", "fault_results_dropped", "collectives")
+
+
+def reduce_support(int dtype, int op):
+    """True if the service aggregates this (dtype, op): SUM/MIN/MAX of int32, int64, float16,
+    bfloat16, float32, float64, and AVG of the floats. PROD and bit ops are not offloaded."""
+    return bool(ina_reduce_support(dtype, op))
+
+
+def chunk_elems(int dtype):
+    """Elements of dtype in one datagram's payload."""
+    return ina_chunk_elems(dtype)
+
+
+def hmac_sha256(bytes key, bytes msg):
+    """The C HMAC-SHA256 (for tests against hashlib)."""
+    cdef uint8_t out[32]
+    ina_hmac(<const uint8_t *>key, len(key), <const char *>msg, len(msg), out)
+    return bytes(out[:32])
+
+
+def job_credentials(bytes secret, bytes tag):
+    """(id, key) of the job with this secret and 8-byte tag, as the service sees it."""
+    cdef uint8_t id_[16]
+    cdef uint8_t key[32]
+    if len(tag) != 8:
+        raise ValueError("tag must be 8 bytes")
+    ina_job_credentials(<const uint8_t *>secret, len(secret), <const uint8_t *>tag, id_, key)
+    return bytes(id_[:16]), bytes(key[:32])
+
+
+def _raise(int rc, str msg):
+    if rc == -ETIMEDOUT:
+        raise NezhaTimeout(msg)
+    if rc == -EACCES:
+        raise AuthenticationError(msg)
+    if rc in (-EINVAL, -EOPNOTSUPP):
+        raise InvalidUsageError(msg)
+    raise RailSystemError(msg, rail="ina")
+
+
+cdef class Server:
+    """The aggregation service on one UDP address. serve() runs the data path (C, no GIL)
+    until stop(); stats() reads its counters."""
+
+    cdef ina_server_t *s
+    cdef bint serving, closed
+    cdef readonly str addr
+
+    def __cinit__(self):
+        self.s = <ina_server_t *>calloc(1, sizeof(ina_server_t))
+        if self.s == NULL:
+            raise MemoryError()
+        self.s.fd = -1
+
+    def __init__(self, str addr="0.0.0.0", int port=0, int slots=512, int quota=128,
+                 double job_timeout=60.0, secrets=()):
+        cdef char err[256]
+        cdef const uint8_t *sp[16]
+        cdef size_t sl[16]
+        cdef int rc
+        secrets = [bytes(x) for x in secrets]
+        if len(secrets) > 16:
+            raise InvalidUsageError("at most 16 job secrets")
+        for i, x in enumerate(secrets):
+            sp[i] = <const uint8_t *>(<bytes>x)
+            sl[i] = len(x)
+        err[0] = 0
+        b = addr.encode()
+        rc = ina_server_init(self.s, b, port, slots, quota, <int64_t>(job_timeout * 1000),
+                             len(secrets), sp, sl, err, sizeof(err))
+        if rc < 0:
+            msg = err.decode(errors="replace")
+            ina_server_destroy(self.s)
+            raise InvalidUsageError(f"nezha ina serve: {msg}") if rc == -EINVAL else \
+                RailSystemError(f"nezha ina serve: {msg}", rail="ina")
+        self.addr = addr
+
+    @property
+    def port(self):
+        """The bound UDP port."""
+        return self.s.port
+
+    @property
+    def open(self):
+        """True if any job may register (no secret given): trust on first use."""
+        return bool(self.s.open_mode)
+
+    def serve(self):
+        """Run the data path until stop() (from another thread) or a signal (KeyboardInterrupt
+        etc. propagate)."""
+        cdef int rc
+        if self.closed:
+            raise InvalidUsageError("INA server is closed")
+        self.serving = True
+        try:
+            while not self.s.stop:
+                with nogil:
+                    rc = ina_server_run(self.s)
+                if rc == -EINTR:
+                    PyErr_CheckSignals()
+        finally:
+            self.serving = False
+            if self.closed:
+                ina_server_destroy(self.s)
+
+    def stop(self):
+        """Make serve() return within about 100 ms."""
+        self.s.stop = 1
+
+    def stats(self):
+        """The service's counters as a dict."""
+        cdef ina_srv_stats_t st = self.s.st
+        cdef dict d = st
+        return {k: d[k] for k in _SRV_FIELDS}
+
+    def close(self):
+        """Stop and release the socket and slots (after serve() returns, if it runs)."""
+        if self.closed:
+            return
+        self.closed = True
+        self.s.stop = 1
+        if not self.serving:
+            ina_server_destroy(self.s)
+
+    def __dealloc__(self):
+        if self.s != NULL and not self.serving:
+            ina_server_destroy(self.s)
+            free(self.s)
+            self.s = NULL
+
+
+cdef class Client:
+    """One rank of one job on one service. Not for concurrent use by two threads (one
+    collective at a time); open one Client per concurrent stream (distinct tags)."""
+
+    cdef ina_client_t c
+    cdef bint busy
+    cdef readonly str where
+
+    def __cinit__(self):
+        ina_client_init(&self.c)
+
+    def register(self, str addr, int port, bytes secret, bytes tag, int rank, int nranks,
+                 int want_slots=0, double timeout=10.0):
+        """Prove the job secret to the service and get the job's token and slot share."""
+        cdef uint8_t id_[16]
+        cdef uint8_t key[32]
+        cdef int rc, tmo = <int>(timeout * 1000)
+        if len(tag) != 8:
+            raise InvalidUsageError("INA job tag must be 8 bytes")
+        if not secret:
+            raise InvalidUsageError("INA registration needs the job secret")
+        self.where = f"{addr}:{port}"
+        ina_job_credentials(<const uint8_t *>secret, len(secret), <const uint8_t *>tag, id_, key)
+        b = addr.encode()
+        cdef const char *cb = b
+        self._enter()
+        try:
+            with nogil:
+                rc = ina_client_register(&self.c, cb, port, id_, key, rank, nranks, want_slots, tmo)
+        finally:
+            self.busy = False
+        if rc < 0:
+            _raise(rc, self.c.err.decode(errors="replace"))
+
+    cdef _enter(self):
+        if self.busy:
+            raise InvalidUsageError("this INA client is already in a call (one at a time)")
+        self.busy = True
+
+    def allreduce(self, buf, int dtype, int op, int window=64, double timeout=10.0):
+        """In-place allreduce of the whole of buf (any writable C-contiguous buffer) over the
+        service; the GIL is released for the whole collective. Every rank calls it with the
+        same size, dtype, op and window."""
+        cdef Py_buffer v
+        cdef size_t es = nezha_dtype_size(dtype), count
+        cdef int rc, tmo = <int>(timeout * 1000)
+        if es == 0:
+            raise InvalidUsageError(f"unknown dtype {dtype}")
+        PyObject_GetBuffer(buf, &v, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE)
+        try:
+            if <size_t>v.len % es:
+                raise InvalidUsageError(f"buffer of {v.len} bytes is not whole elements of {es}")
+            count = <size_t>v.len // es
+            self._enter()
+            try:
+                with nogil:
+                    rc = ina_client_allreduce(&self.c, v.buf, count, dtype, op, window, tmo)
+            finally:
+                self.busy = False
+        finally:
+            PyBuffer_Release(&v)
+        if rc < 0:
+            _raise(rc, self.c.err.decode(errors="replace"))
+
+    def set_faults(self, int drop_every=0, int dup_every=0, int reorder_every=0,
+                   int drop_result_every=0):
+        """Test hook: drop / duplicate / swap-with-next every k-th data datagram sent, drop
+        every k-th result received (0 = off)."""
+        self.c.drop_every = drop_every
+        self.c.dup_every = dup_every
+        self.c.reorder_every = reorder_every
+        self.c.drop_result_every = drop_result_every
+
+    def set_rto(self, double min_ms=2.0, double max_ms=200.0):
+        """Bounds of the retransmission timeout (RTT-based in between)."""
+        self.c.min_rto_us = <int64_t>(min_ms * 1000)
+        self.c.max_rto_us = <int64_t>(max_ms * 1000)
+
+    def stats(self):
+        """This rank's counters, plus the smoothed round trip of one chunk."""
+        cdef ina_cli_stats_t st = self.c.st
+        cdef dict d = st
+        out = {k: d[k] for k in _CLI_FIELDS}
+        out["srtt_us"] = self.c.srtt_us
+        return out
+
+    @property
+    def token(self):
+        """The job token (tests use it to play a stranger who learned it)."""
+        return self.c.token
+
+    @property
+    def nslots(self):
+        """Slots of the job's share (the largest useful window)."""
+        return self.c.nslots
+
+    @property
+    def rank(self):
+        return self.c.rank
+
+    @property
+    def nranks(self):
+        return self.c.nranks
+
+    @property
+    def job_timeout(self):
+        """Seconds of silence after which the service frees the job's slots."""
+        return self.c.job_timeout_ms / 1000.0
+
+    @property
+    def idle(self):
+        """Seconds since this client last heard from the service."""
+        return (ina_now_ms() - self.c.last_ms) / 1000.0
+
+    @property
+    def fd(self):
+        return self.c.fd
+
+    def close(self):
+        """Say goodbye to the service (best effort) and close the socket."""
+        if self.busy:
+            raise InvalidUsageError("INA client is in a call")
+        ina_client_close(&self.c)
+
+    def __dealloc__(self):
+        ina_client_close(&self.c)
