@@ -10,6 +10,7 @@ COMMANDS = {
     "mpirun": ("nezha.launch", "run a command as N MPI ranks on this host (the project's Open MPI)"),
     "bench": ("nezha.benchcli", "benchmarks: compare nezha against Gloo, MPI and MPTCP in the lab"),
     "sim": ("nezha.sim.cli", "flow-level simulator of nezha's schedules on fabrics: run, lab, calibrate, train"),
+    "ina": ("nezha.rails.ina.cli", "in-network aggregation service: nezha ina serve --addr --port --slots --quota"),
     "topo": ("nezha.topo.cli", "packages, NUMA nodes, NICs, GPUs and each GPU's nearest NICs (hwloc)"),
 }
 

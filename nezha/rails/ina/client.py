@@ -1,0 +1,138 @@
+"""One rank's handle on an INA service: registration, then allreduce of whole buffers or of
+an element range of one, without the GIL."""
+import os
+import threading
+
+import numpy as np
+
+from nezha._core import ina as _ina
+from nezha.errors import InvalidUsageError, NezhaTimeout, RailSystemError
+from nezha.types import DType, ReduceOp, dtype_from_numpy
+
+DEFAULT_PORT = 17017
+DEFAULT_WINDOW = 64   # slots in flight per rank; >= bandwidth x RTT / 1408 B (docs/ina.md)
+
+
+def reduce_support(dtype, op):
+    """True if an INA service aggregates (dtype, op): SUM, MIN, MAX of int32, int64, float16,
+    bfloat16, float32, float64 and AVG of the floats. False for PROD and bit ops (the
+    planner routes those to other rails)."""
+    return _ina.reduce_support(int(dtype), int(op))
+
+
+def parse_addr(text):
+    """'host:port' or 'host' (port 17017) -> (host, port); InvalidUsageError if malformed."""
+    text = text.strip()
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        host, port = text, str(DEFAULT_PORT)
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise InvalidUsageError(f"NEZHA_INA_ADDR: bad address {text!r} (want IPv4:port)")
+    return host, int(port)
+
+
+def parse_addrs(text=None):
+    """NEZHA_INA_ADDR (one address per rail, comma-separated) -> [(host, port), ...]."""
+    text = os.environ.get("NEZHA_INA_ADDR", "") if text is None else text
+    return [parse_addr(t) for t in text.split(",") if t.strip()]
+
+
+class InaClient:
+    """Rank `rank` of `size` of one job on the service at addr ('host:port' or (host, port)).
+
+    secret: the job secret (bytes); tag: up to 8 bytes naming this stream of collectives
+    (two InaClients of one rank that run at once need different tags: each is its own job
+    on the service, with its own slots). Registration waits up to `timeout` seconds; no
+    service at the address is a RailSystemError naming it."""
+
+    def __init__(self, addr, *, secret, rank, size, tag=b"", slots=0, timeout=10.0,
+                 window=None):
+        self.host, self.port = parse_addr(addr) if isinstance(addr, str) else addr
+        if isinstance(tag, str):
+            tag = tag.encode()
+        if len(tag) > 8:
+            raise InvalidUsageError(f"INA tag {tag!r}: at most 8 bytes")
+        self.tag = tag.ljust(8, b"\0")
+        self._secret = bytes(secret)
+        self.rank, self.size, self.slots = int(rank), int(size), int(slots)
+        self.timeout = float(timeout)
+        self.window = int(window or os.environ.get("NEZHA_INA_WINDOW") or DEFAULT_WINDOW)
+        self._lock = threading.Lock()
+        self._c = _ina.Client()
+        self._register()
+
+    @property
+    def address(self):
+        """'host:port' of the service."""
+        return f"{self.host}:{self.port}"
+
+    def _register(self):
+        self._c.register(self.host, self.port, self._secret, self.tag, self.rank, self.size,
+                         self.slots, self.timeout)
+
+    @property
+    def nslots(self):
+        """Slots the service gave this job (the largest useful window)."""
+        return self._c.nslots
+
+    def reduce_support(self, dtype, op):
+        """See reduce_support()."""
+        return reduce_support(dtype, op)
+
+    def allreduce(self, buf, op=ReduceOp.SUM, dtype=None, *, start=0, stop=None, window=None,
+                  timeout=None):
+        """In-place allreduce of buf[start:stop] (elements; all of it by default) over the
+        service. buf: a C-contiguous numpy array (dtype from it) or any writable buffer with
+        dtype=. The GIL is released for the whole collective, so another thread (the engine)
+        can work on the rest of the buffer. Every rank calls with the same range length, dtype,
+        op and window, in the same order. Raises NezhaTimeout if nothing progresses for
+        `timeout` seconds (the service or a rank is gone), RailSystemError on a socket error."""
+        if dtype is None:
+            if not isinstance(buf, np.ndarray):
+                raise InvalidUsageError("INA allreduce: give dtype= for a non-numpy buffer")
+            dtype = dtype_from_numpy(buf.dtype)
+        dtype, op = DType(dtype), ReduceOp(op)
+        if not reduce_support(dtype, op):
+            raise InvalidUsageError(f"INA cannot reduce {dtype.name} with {op.name}")
+        view = memoryview(buf).cast("B")
+        es = dtype.itemsize
+        n = len(view) // es
+        stop = n if stop is None else int(stop)
+        if not 0 <= int(start) <= stop <= n:
+            raise InvalidUsageError(f"INA allreduce: range [{start}, {stop}) outside 0..{n}")
+        part = view[int(start) * es:stop * es]
+        with self._lock:
+            # a job silent past the service's timeout is forgotten: register again first
+            if self._c.job_timeout and self._c.idle > self._c.job_timeout / 2:
+                self._register()
+            self._c.allreduce(part, int(dtype), int(op), window or self.window,
+                              self.timeout if timeout is None else float(timeout))
+        return buf
+
+    def set_faults(self, drop_every=0, dup_every=0, reorder_every=0, drop_result_every=0):
+        """Test hook: drop / duplicate / reorder every k-th data datagram sent, drop every
+        k-th result received."""
+        self._c.set_faults(drop_every, dup_every, reorder_every, drop_result_every)
+
+    def set_rto(self, min_ms=2.0, max_ms=200.0):
+        """Bounds of the retransmission timeout."""
+        self._c.set_rto(min_ms, max_ms)
+
+    def stats(self):
+        """Counters of this rank: datagrams, retransmissions, stale results, faults injected."""
+        return self._c.stats()
+
+    def close(self):
+        """Leave the job (the service frees its slots once every rank left) and close."""
+        with self._lock:
+            self._c.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+__all__ = ["InaClient", "reduce_support", "parse_addr", "parse_addrs", "NezhaTimeout",
+           "RailSystemError"]

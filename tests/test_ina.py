@@ -1,0 +1,471 @@
+"""The INA rail: service and client over loopback (threads, one service thread), then the
+lab parts (service in the switch namespace, nftables loss), which skip without root."""
+import hashlib
+import hmac
+import os
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from nezha._core import ina as _ina
+from nezha.errors import AuthenticationError, InvalidUsageError, NezhaTimeout, RailSystemError
+from nezha.rails.ina import InaClient, parse_addrs, reduce_support
+from nezha.types import DType, ReduceOp
+
+pytestmark = pytest.mark.timeout(60)
+
+SECRET = bytes(range(32))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture
+def service():
+    """start(**Server kwargs) -> a running in-process service on 127.0.0.1 (stopped after)."""
+    running = []
+
+    def start(**kw):
+        kw.setdefault("slots", 256)
+        kw.setdefault("quota", 64)
+        kw.setdefault("job_timeout", 30.0)
+        srv = _ina.Server("127.0.0.1", 0, **kw)
+        t = threading.Thread(target=srv.serve, daemon=True)
+        t.start()
+        running.append((srv, t))
+        return srv
+
+    yield start
+    for srv, t in running:
+        srv.stop()
+        t.join(5)
+        srv.close()
+
+
+def on_ranks(n, fn, timeout=30):
+    """Run fn(rank) on n threads; re-raise the first error; never hang."""
+    out, errs = [None] * n, [None] * n
+
+    def body(r):
+        try:
+            out[r] = fn(r)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errs[r] = e
+
+    ts = [threading.Thread(target=body, args=(r,), daemon=True) for r in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout)
+        assert not t.is_alive(), "a rank hung"
+    for e in errs:
+        if e is not None:
+            raise e
+    return out
+
+
+def clients(srv, n, secret=SECRET, tag=b"t", **kw):
+    kw.setdefault("timeout", 5.0)
+    return on_ranks(n, lambda r: InaClient(("127.0.0.1", srv.port), secret=secret, rank=r, size=n,
+                                           tag=tag, **kw))
+
+
+# ---- oracle ---------------------------------------------------------------------------------
+def f32_to_bf16(a):
+    u = np.asarray(a, np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def bf16_to_f32(b):
+    return (np.asarray(b, np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+STORAGE = {DType.INT32: np.int32, DType.INT64: np.int64, DType.FLOAT16: np.float16,
+           DType.BFLOAT16: np.uint16, DType.FLOAT32: np.float32, DType.FLOAT64: np.float64}
+
+
+def make_inputs(dtype, n, count, seed):
+    """Per-rank inputs whose float sums are exact in any order (small integers), and full-range
+    integers (whose sums wrap around, as numpy's)."""
+    rng = np.random.default_rng(seed)
+    if dtype in (DType.INT32, DType.INT64):
+        info = np.iinfo(STORAGE[dtype])
+        return [rng.integers(info.min, info.max, count, dtype=STORAGE[dtype], endpoint=True)
+                for _ in range(n)]
+    vals = [rng.integers(-50, 51, count).astype(np.float32) for _ in range(n)]
+    if dtype == DType.BFLOAT16:
+        return [f32_to_bf16(v) for v in vals]
+    return [v.astype(STORAGE[dtype]) for v in vals]
+
+
+def oracle(dtype, op, inputs):
+    n = len(inputs)
+    if dtype == DType.BFLOAT16:
+        x = np.stack([bf16_to_f32(v) for v in inputs])
+    elif dtype == DType.FLOAT16:
+        x = np.stack(inputs).astype(np.float32)   # the service accumulates halves in float32
+    else:
+        x = np.stack(inputs)
+    if op == ReduceOp.SUM:
+        r = np.sum(x, axis=0, dtype=x.dtype)
+    elif op == ReduceOp.MIN:
+        r = np.min(x, axis=0)
+    elif op == ReduceOp.MAX:
+        r = np.max(x, axis=0)
+    else:
+        r = np.sum(x, axis=0, dtype=x.dtype) / x.dtype.type(n)
+    if dtype == DType.BFLOAT16:
+        return f32_to_bf16(r)
+    return r.astype(STORAGE[dtype])
+
+
+def check_allreduce(cs, dtype, op, count, seed=0, window=None):
+    n = len(cs)
+    inputs = make_inputs(dtype, n, count, seed)
+    bufs = [v.copy() for v in inputs]
+    on_ranks(n, lambda r: cs[r].allreduce(bufs[r], op, dtype, window=window))
+    want = oracle(dtype, op, inputs)
+    for r in range(n):
+        assert bufs[r].view(np.uint8).tobytes() == want.view(np.uint8).tobytes(), \
+            f"rank {r}: {dtype.name} {op.name} count {count}: {bufs[r][:8]} != {want[:8]}"
+
+
+# ---- unit pieces ----------------------------------------------------------------------------
+def test_hmac_sha256_matches_hashlib():
+    for key, msg in [(b"", b""), (b"k", b"abc"), (b"x" * 64, b"y" * 55), (b"z" * 100, b"w" * 1000),
+                     (SECRET, bytes(range(256)) * 3)]:
+        assert _ina.hmac_sha256(key, msg) == hmac.new(key, msg, hashlib.sha256).digest()
+
+
+def test_job_credentials_are_hmacs_of_the_secret():
+    id_, key = _ina.job_credentials(SECRET, b"abcdefgh")
+    assert id_ == hmac.new(SECRET, b"nezha-ina-id", hashlib.sha256).digest()[:8] + b"abcdefgh"
+    assert key == hmac.new(SECRET, b"nezha-ina-key", hashlib.sha256).digest()
+
+
+def test_reduce_support():
+    ok = {DType.INT32, DType.INT64, DType.FLOAT16, DType.BFLOAT16, DType.FLOAT32, DType.FLOAT64}
+    for dt in DType:
+        for op in ReduceOp:
+            want = dt in ok and (op in (ReduceOp.SUM, ReduceOp.MIN, ReduceOp.MAX)
+                                 or (op == ReduceOp.AVG and dt.is_float))
+            assert reduce_support(dt, op) == want, (dt, op)
+
+
+def test_parse_addrs():
+    assert parse_addrs("10.11.0.254:17017, 10.12.0.254") == [("10.11.0.254", 17017), ("10.12.0.254", 17017)]
+    assert parse_addrs("") == []
+    with pytest.raises(InvalidUsageError):
+        parse_addrs("10.0.0.1:x")
+
+
+# ---- exact results --------------------------------------------------------------------------
+SIZES = [0, 1, 2, 351, 352, 353, 701, 1409, 4099]   # 352 float32 per datagram; window 3 below
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5])
+@pytest.mark.parametrize("dtype", [DType.FLOAT32, DType.FLOAT64, DType.INT32, DType.INT64,
+                                   DType.FLOAT16, DType.BFLOAT16])
+def test_exact_results(service, n, dtype):
+    srv = service()
+    cs = clients(srv, n, window=3)
+    ops = [ReduceOp.SUM, ReduceOp.MIN, ReduceOp.MAX] + ([ReduceOp.AVG] if dtype.is_float else [])
+    seed = 0
+    for op in ops:
+        for count in SIZES:
+            seed += 1
+            check_allreduce(cs, dtype, op, count, seed)
+    st = srv.stats()
+    assert st["bad_meta"] == st["bad_token"] == st["bad_source"] == st["malformed"] == 0
+    for c in cs:
+        c.close()
+
+
+def test_large_message_many_windows(service):
+    srv = service(quota=64)
+    cs = clients(srv, 4)
+    for window in (1, 7, 64):
+        check_allreduce(cs, DType.FLOAT32, ReduceOp.SUM, 100_003, seed=window, window=window)
+
+
+def test_unsupported_ops_refused(service):
+    srv = service()
+    (c,) = clients(srv, 1)
+    with pytest.raises(InvalidUsageError):
+        c.allreduce(np.ones(4, np.float32), ReduceOp.PROD)
+    with pytest.raises(InvalidUsageError):
+        c.allreduce(np.ones(4, np.int32), ReduceOp.AVG)
+    with pytest.raises(InvalidUsageError):
+        c.allreduce(np.ones(4, np.int32), ReduceOp.BXOR)
+
+
+def test_element_range_only_touches_the_range(service):
+    srv = service()
+    cs = clients(srv, 3)
+    inputs = [np.arange(10_000, dtype=np.float32) + r for r in range(3)]
+    bufs = [v.copy() for v in inputs]
+    on_ranks(3, lambda r: cs[r].allreduce(bufs[r], start=1234, stop=7777))
+    want = inputs[0].copy()
+    want[1234:7777] = sum(v[1234:7777] for v in inputs)
+    for r in range(3):
+        mine = inputs[r].copy()
+        mine[1234:7777] = want[1234:7777]
+        assert np.array_equal(bufs[r], mine)
+
+
+def test_gil_is_released_during_the_collective(service):
+    """A Python thread keeps running while every rank waits in C for a missing rank."""
+    srv = service()
+    cs = clients(srv, 2, timeout=1.0)
+    ticks = []
+    stop = threading.Event()
+
+    def ticker():
+        while not stop.is_set():
+            ticks.append(1)
+            time.sleep(0.005)
+
+    t = threading.Thread(target=ticker)
+    t.start()
+    try:
+        with pytest.raises(NezhaTimeout):
+            cs[0].allreduce(np.ones(1000, np.float32), timeout=0.5)   # rank 1 never joins
+    finally:
+        stop.set()
+        t.join()
+    assert len(ticks) > 10
+
+
+# ---- loss, duplicates, reordering -----------------------------------------------------------
+def test_faults_never_double_count(service):
+    srv = service()
+    cs = clients(srv, 4, window=8)
+    for c in cs:
+        c.set_rto(1.0, 20.0)
+    cs[0].set_faults(drop_every=7)
+    cs[1].set_faults(dup_every=3)
+    cs[2].set_faults(reorder_every=2, dup_every=5)
+    cs[3].set_faults(drop_result_every=5, drop_every=11)
+    for dtype, op in [(DType.FLOAT32, ReduceOp.SUM), (DType.INT64, ReduceOp.SUM),
+                      (DType.FLOAT64, ReduceOp.AVG), (DType.INT32, ReduceOp.MAX)]:
+        for count in (1, 353, 30_011):
+            check_allreduce(cs, dtype, op, count, seed=count)
+    st = srv.stats()
+    assert st["dup_pending"] + st["dup_resent"] > 0   # duplicates reached the service...
+    assert st["dup_resent"] > 0                        # ...and lost results were re-sent
+    got = [c.stats() for c in cs]
+    assert got[0]["fault_dropped"] > 0 and got[0]["retrans"] > 0
+    assert got[1]["fault_duplicated"] > 0
+    assert got[2]["fault_reordered"] > 0
+    assert got[3]["fault_results_dropped"] > 0
+
+
+# ---- strangers ------------------------------------------------------------------------------
+def _data_dgram(token, rank, slot=0, use=0, seq=1, chunk=0, values=np.full(4, 1e6, np.float32)):
+    hdr = struct.pack("<IBBBBQHHIIIHH", 0x315A494E, 1, int(DType.FLOAT32), int(ReduceOp.SUM), 0,
+                      token, slot, rank, use, seq, chunk, len(values), 0)
+    assert len(hdr) == _ina.HEADER_BYTES
+    return hdr + values.tobytes()
+
+
+def test_strangers_are_ignored_and_counted(service):
+    srv = service()
+    cs = clients(srv, 2)
+    token = cs[0]._c.token
+    stranger = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    stranger.bind(("127.0.0.1", 0))
+    dest = ("127.0.0.1", srv.port)
+    stop = threading.Event()
+    sent = {"wrong_token": 0, "stolen_token": 0, "garbage": 0}
+
+    def spam():
+        use = 0
+        while not stop.is_set():
+            for slot in range(4):
+                stranger.sendto(_data_dgram(token ^ 0xDEAD00, 0, slot, use), dest)   # wrong token
+                stranger.sendto(_data_dgram(token, 1, slot, use), dest)              # right token, wrong source
+                stranger.sendto(b"\x00" * 17, dest)
+                sent["wrong_token"] += 1
+                sent["stolen_token"] += 1
+                sent["garbage"] += 1
+            use += 1
+            time.sleep(0.001)
+
+    t = threading.Thread(target=spam)
+    t.start()
+    try:
+        for count in (5, 3000, 20_000):
+            check_allreduce(cs, DType.FLOAT32, ReduceOp.SUM, count, seed=count)
+    finally:
+        stop.set()
+        t.join()
+    st = srv.stats()
+    assert st["bad_token"] == sent["wrong_token"]
+    assert st["bad_source"] == sent["stolen_token"]
+    assert st["malformed"] == sent["garbage"]
+    stranger.close()
+
+
+def test_service_with_a_secret_refuses_other_jobs(service):
+    srv = service(secrets=[SECRET])
+    cs = clients(srv, 2)                   # the admitted job
+    check_allreduce(cs, DType.FLOAT32, ReduceOp.SUM, 100)
+    with pytest.raises(AuthenticationError, match="does not admit"):
+        InaClient(("127.0.0.1", srv.port), secret=b"another job's secret", rank=0, size=1, timeout=2)
+    assert srv.stats()["auth_fail"] >= 1
+
+
+def test_wrong_secret_cannot_join_a_registered_job(service):
+    """An open service learns the key from the job's first rank; a rank with the same job id but
+    another key is refused (played here by forging the AUTH exchange)."""
+    srv = service()
+    cs = clients(srv, 2)   # kept: a job whose ranks all left is gone
+    id_, _ = _ina.job_credentials(SECRET, b"t".ljust(8, b"\0"))
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(2)
+    dest = ("127.0.0.1", srv.port)
+    hdr = struct.pack("<IBBBBQHHIIIHH", 0x315A494E, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+    hello = id_ + struct.pack("<HHHH", 1, 2, 0, 0)
+    s.sendto(hdr + hello, dest)
+    ch = s.recv(2048)[_ina.HEADER_BYTES:]
+    nonce_s = ch[16:32]
+    bad_key = b"\x01" * 32
+    nonce_c = os.urandom(16)
+    mac = hmac.new(bad_key, b"nezha-ina-auth" + hello + nonce_s + nonce_c, hashlib.sha256).digest()
+    auth = hello + nonce_s + nonce_c + mac + bad_key + b"\x01\0\0\0"
+    s.sendto(hdr[:4] + bytes([18]) + hdr[5:] + auth, dest)
+    reply = s.recv(2048)
+    assert reply[4] == 20 and b"proof of the job secret failed" in reply
+    s.close()
+    check_allreduce(cs, DType.FLOAT32, ReduceOp.SUM, 100)
+
+
+# ---- jobs, slots, timeouts ------------------------------------------------------------------
+def test_two_jobs_at_once_stay_separate(service):
+    srv = service(slots=64, quota=32)
+    a = clients(srv, 3, secret=b"job A secret", tag=b"a")
+    b = clients(srv, 2, secret=b"job B secret", tag=b"b")
+    assert a[0].nslots == b[0].nslots == 32
+    errs = []
+
+    def job(cs, seed):
+        try:
+            for i in range(4):
+                check_allreduce(cs, DType.FLOAT32, ReduceOp.SUM, 25_000 + i, seed=seed + i)
+                check_allreduce(cs, DType.INT64, ReduceOp.MAX, 777, seed=seed + i)
+        except BaseException as e:  # noqa: BLE001
+            errs.append(e)
+
+    ts = [threading.Thread(target=job, args=(a, 100)), threading.Thread(target=job, args=(b, 200))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(40)
+    assert not errs, errs
+    assert srv.stats()["jobs_active"] == 2 and srv.stats()["bad_meta"] == 0
+
+
+def test_full_pool_makes_a_job_wait(service):
+    srv = service(slots=16, quota=16)
+    a = clients(srv, 1, tag=b"a")
+    with pytest.raises(RailSystemError, match="slot pool"):
+        InaClient(("127.0.0.1", srv.port), secret=SECRET, tag=b"b", rank=0, size=1, timeout=0.5)
+    assert srv.stats()["refused_busy"] >= 1
+    late = []
+    t = threading.Thread(target=lambda: late.append(
+        InaClient(("127.0.0.1", srv.port), secret=SECRET, tag=b"b", rank=0, size=1, timeout=5)))
+    t.start()
+    time.sleep(0.2)
+    a[0].close()        # the last rank leaves: its slots go back to the pool
+    t.join(10)
+    assert late and late[0].nslots == 16
+    check_allreduce(late, DType.FLOAT32, ReduceOp.SUM, 1000)
+
+
+def test_silent_job_frees_its_slots(service):
+    srv = service(slots=32, quota=32, job_timeout=0.3)
+    cs = clients(srv, 2)
+    assert srv.stats()["slots_free"] == 0
+    deadline = time.monotonic() + 5
+    while srv.stats()["jobs_expired"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    st = srv.stats()
+    assert st["jobs_expired"] == 1 and st["slots_free"] == 32 and st["jobs_active"] == 0
+    check_allreduce(cs, DType.FLOAT32, ReduceOp.SUM, 5000)   # the clients register again
+
+
+def test_mismatched_ranks_never_mix(service):
+    srv = service()
+    cs = clients(srv, 2, timeout=0.5)
+    bufs = [np.ones(100, np.float32), np.ones(200, np.float32)]
+    with pytest.raises(NezhaTimeout):
+        on_ranks(2, lambda r: cs[r].allreduce(bufs[r]))
+    assert srv.stats()["bad_meta"] > 0
+
+
+# ---- errors naming the address --------------------------------------------------------------
+def _free_udp_port():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_no_service_is_a_clear_error():
+    port = _free_udp_port()
+    with pytest.raises(RailSystemError, match=f"127.0.0.1:{port}"):
+        InaClient(f"127.0.0.1:{port}", secret=SECRET, rank=0, size=1, timeout=2)
+
+
+def test_silent_address_times_out_naming_it():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("127.0.0.1", 0))   # bound, never answers
+    try:
+        with pytest.raises(NezhaTimeout, match=f"127.0.0.1:{s.getsockname()[1]}"):
+            InaClient(("127.0.0.1", s.getsockname()[1]), secret=SECRET, rank=0, size=1, timeout=0.5)
+    finally:
+        s.close()
+
+
+def test_service_killed_mid_collective_is_a_clear_error(tmp_path):
+    ready = tmp_path / "ready"
+    env = dict(os.environ, PYTHONPATH=HERE)
+    p = subprocess.Popen([sys.executable, "-m", "nezha", "ina", "serve", "--addr", "127.0.0.1",
+                          "--port", "0", "--ready-file", str(ready)], env=env,
+                         stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while not ready.exists():
+            assert p.poll() is None and time.monotonic() < deadline, "service did not start"
+            time.sleep(0.02)
+        port = int(ready.read_text().split()[1])
+        cs = on_ranks(3, lambda r: InaClient(("127.0.0.1", port), secret=SECRET, rank=r, size=3,
+                                             timeout=2.0))
+        check_allreduce(cs, DType.FLOAT32, ReduceOp.SUM, 5000)
+        errors = []
+
+        def rank(r):   # rank 2 never joins, so the collective is still running when the kill comes
+            try:
+                cs[r].allreduce(np.ones(50_000, np.float32))
+            except Exception as e:  # noqa: BLE001
+                errors.append(e)
+
+        ts = [threading.Thread(target=rank, args=(r,)) for r in range(2)]
+        for t in ts:
+            t.start()
+        time.sleep(0.3)
+        p.kill()
+        for t in ts:
+            t.join(20)
+            assert not t.is_alive()
+        assert len(errors) == 2
+        for e in errors:
+            assert isinstance(e, (RailSystemError, NezhaTimeout)) and f"127.0.0.1:{port}" in str(e)
+    finally:
+        p.kill()
+        p.wait()
