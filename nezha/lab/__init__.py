@@ -41,6 +41,8 @@ _NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,9}$")
 _NFT_TABLE = "nezha"
 _NFT_SET = "blackhole"
 _NFT_DEAF = "deaf"
+_NFT_LOSS = "nezha_loss"  # bridge table of the random-drop rules of `loss` (one rule per port and direction)
+INA_PORT = 17017          # UDP port of the INA service of `up --ina RAIL` (on 10.(10+RAIL).0.254)
 
 
 def default_name():
@@ -70,6 +72,7 @@ class LabSpec:
     mgmt: bool = True
     delay_ms: float = 0.0  # extra one-way delay per rail link: needs sch_netem (absent here)
     ranks_per_host: int = 1  # ranks a job runs in each host's namespace (block placement)
+    ina: tuple = ()  # rails whose switch runs an INA service (nezha ina serve) at 10.(10+r).0.254
 
     def __post_init__(self):
         _check_name(self.name)
@@ -84,6 +87,11 @@ class LabSpec:
         self.hosts, self.rails, self.mtu, self.gso = int(self.hosts), int(self.rails), int(self.mtu), int(self.gso)
         self.ranks_per_host = int(self.ranks_per_host)
         self.rates = shaping.parse_rates(self.rates, self.rails)
+        ina = self.ina.split(",") if isinstance(self.ina, str) else (self.ina or ())
+        ina = sorted({int(str(r).removeprefix("rail")) for r in ina if str(r).strip()})
+        if any(not 0 <= r < self.rails for r in ina):
+            raise InvalidUsageError(f"ina rails {ina}: must be 0..{self.rails - 1}")
+        self.ina = ina
 
     def to_json(self):
         """A JSON-able dict of the spec."""
@@ -211,6 +219,9 @@ def teardown(name, grace=2.0):
             raise LabError(f"could not delete namespaces {left} of lab {name!r}")
         with contextlib.suppress(FileNotFoundError):
             os.unlink(state_path(name))
+        for r in range(MAX_RAILS):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(_ina_ready(name, r))
     return names
 
 
@@ -361,6 +372,7 @@ class Lab:
             _write_state(self.name, state)
             self._build()
             self._wait_links_up()
+            self._start_ina()
             _write_state(self.name, dict(state, state="up"))
         except BaseException:
             with contextlib.suppress(Exception):
@@ -423,7 +435,13 @@ class Lab:
                 f" set {_NFT_DEAF} {{ type ifname; }}\n"
                 f" chain ports {{ type filter hook forward priority 0; policy accept;\n"
                 f"  iifname @{_NFT_SET} drop\n  oifname @{_NFT_SET} drop\n"
-                f"  oifname @{_NFT_DEAF} drop\n }}\n}}\n", sw)
+                f"  oifname @{_NFT_DEAF} drop\n }}\n" + (
+                    # an INA service on the switch's own address: faults cut its frames too
+                    f" chain local_in {{ type filter hook input priority 0; policy accept;\n"
+                    f"  iifname @{_NFT_SET} drop\n }}\n"
+                    f" chain local_out {{ type filter hook output priority 0; policy accept;\n"
+                    f"  oifname @{_NFT_SET} drop\n  oifname @{_NFT_DEAF} drop\n }}\n" if s.ina else "")
+                + "}\n", sw)
 
     def _wait_links_up(self, timeout=10.0, only=None):
         """Wait until every lab link (or only the (ns, ifname) pairs given) is operationally up.
@@ -465,6 +483,77 @@ class Lab:
             _nn.tc_batch([f"qdisc replace dev rail{r} parent 1:1 handle 10: netem delay {self.spec.delay_ms:g}ms"
                           for r in range(self.rails)], ns=self.host_ns(i))
 
+    # ---- in-network aggregation ----------------------------------------------------------
+    def ina_host(self, rail):
+        """IPv4 address of the INA service of rail `rail` (the switch's address on that plane)."""
+        return f"10.{10 + self._rail(rail)}.0.254"
+
+    def ina_address(self, rail):
+        """'addr:port' of the INA service of rail `rail` (NEZHA_INA_ADDR form)."""
+        return f"{self.ina_host(rail)}:{INA_PORT}"
+
+    def _start_ina(self, timeout=20.0, slots=1024, quota=256):
+        """Start `nezha ina serve` in the switch namespace for each rail of spec.ina, on the
+        bridge's own address; `down` removes it with the namespace's other processes."""
+        import sys
+        from nezha.lab.launch import _source_root
+        env = dict(os.environ)
+        if _source_root():
+            env["PYTHONPATH"] = _source_root()
+        procs = []
+        for r in self.spec.ina:
+            _nn.ip("addr", "replace", f"{self.ina_host(r)}/24", "dev", f"br{r}", ns=self.switch_ns)
+            ready = _ina_ready(self.name, r)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(ready)
+            log = open(f"{STATE_DIR}/{self.name}-ina{r}.log", "w")
+            argv = [sys.executable, "-m", "nezha", "ina", "serve", "--addr", self.ina_host(r),
+                    "--port", str(INA_PORT), "--slots", str(slots), "--quota", str(quota),
+                    "--ready-file", ready]
+            procs.append((r, ready, log, subprocess.Popen(
+                _nn.netns_exec_argv(self.switch_ns, argv), env=env, stdin=subprocess.DEVNULL,
+                stdout=log, stderr=log, start_new_session=True)))
+        deadline = time.monotonic() + timeout
+        for r, ready, log, p in procs:
+            log.close()
+            while not os.path.exists(ready):
+                if p.poll() is not None or time.monotonic() > deadline:
+                    with open(log.name) as f:
+                        tail = f.read()[-600:]
+                    raise LabError(f"the INA service of rail {r} did not start ({log.name}):\n{tail}")
+                time.sleep(0.02)
+
+    def loss(self, host, rail, percent):
+        """Drop `percent` % (0..100, two decimals) of the frames of one host's rail, each way,
+        at random (nftables numgen in the switch); 0 removes the rule."""
+        port, pct = self.port_name(host, rail), float(percent)
+        if not 0 <= pct <= 100:
+            raise InvalidUsageError(f"loss percent {percent}: must be 0..100")
+        with _locked(self.name):
+            state = _read_state(self.name) or {"namespaces": self.namespaces, "state": "up"}
+            losses = dict(state.get("loss", {}))
+            if pct:
+                losses[port] = pct
+            else:
+                losses.pop(port, None)
+            self._apply_loss(losses)
+            state["loss"] = losses
+            _write_state(self.name, state)
+
+    def _apply_loss(self, losses):
+        """Replace the loss table of the switch by rules for `losses` ({port: percent})."""
+        _nn.nft(f"table bridge {_NFT_LOSS} {{}}\ndelete table bridge {_NFT_LOSS}\n", self.switch_ns)
+        if not losses:
+            return
+        rules = {"prerouting": "iifname", "postrouting": "oifname"}
+        text = f"table bridge {_NFT_LOSS} {{\n"
+        for hook, match in rules.items():
+            text += f" chain {hook} {{ type filter hook {hook} priority -10; policy accept;\n"
+            for port, pct in sorted(losses.items()):
+                text += f'  {match} "{port}" numgen random mod 10000 < {int(round(pct * 100))} counter drop\n'
+            text += " }\n"
+        _nn.nft(text + "}\n", self.switch_ns)
+
     def down(self):
         """Remove everything this lab made (processes in it, namespaces, state file)."""
         teardown(self.name)
@@ -483,7 +572,12 @@ class Lab:
         for ln in st["links"]:
             if ln["blackholed"] or ln["deaf"] or not ln["port_up"] or not ln["admin_up"]:
                 self.heal(ln["host"], ln["rail"])
-        initial = (_read_state(self.name) or {}).get("initial_rates") or self.spec.rates
+        state = _read_state(self.name) or {}
+        if state.get("loss"):
+            self._apply_loss({})
+            with _locked(self.name):
+                _write_state(self.name, dict(_read_state(self.name) or state, loss={}))
+        initial = state.get("initial_rates") or self.spec.rates
         for r, bps in enumerate(initial):
             if any(ln["rate_bps"] != bps or ln["switch_rate_bps"] != bps
                    for ln in st["links"] if ln["rail"] == r):
@@ -560,6 +654,7 @@ class Lab:
             for item in _json.loads(out or "{}").get("nftables", []):
                 got.update(item.get("set", {}).get("elem", []))
         rows = []
+        losses = (_read_state(self.name) or {}).get("loss", {})
         for i in range(self.hosts):
             h = self.host_ns(i)
             for r in range(self.rails):
@@ -575,10 +670,13 @@ class Lab:
                     "port_up": "UP" in port.get("flags", []),
                     "blackholed": self.port_name(i, r) in holes,
                     "deaf": self.port_name(i, r) in deaf,
+                    "loss_pct": losses.get(self.port_name(i, r), 0.0),
                     "tx_bytes": st.get("tx", {}).get("bytes", 0), "rx_bytes": st.get("rx", {}).get("bytes", 0),
                 })
         rails = [{"rail": r, "ifname": f"rail{r}", "subnet": f"10.{10 + r}.0.0/24",
                   "rate_bps": self.spec.rates[r]} for r in range(self.rails)]
+        for r in rails:
+            r["ina"] = self.ina_address(r["rail"]) if r["rail"] in self.spec.ina else None
         return {"name": self.name, "spec": self.spec.to_json(), "rails": rails, "links": rows,
                 "mgmt": "10.9.0.0/24" if self.spec.mgmt else None, "ranks_per_host": self.ranks_per_host}
 
@@ -626,6 +724,11 @@ class Lab:
                                   master_port=master_port)
         return launch.run_mpi(self, cmd, np=np, env=env, timeout=timeout, capture=capture, mca=mca,
                               tag_output=tag_output)
+
+
+def _ina_ready(name, rail):
+    """The file `nezha ina serve` of lab `name`'s rail writes once it listens."""
+    return f"{STATE_DIR}/{name}-ina{rail}.ready"
 
 
 def _tbf_rate(q):

@@ -14,6 +14,8 @@ _EPILOG = """examples:
   nezha lab up --hosts 2 --rails 2 --ranks-per-host 2   # 4 ranks, 2 in each host
   nezha lab status
   nezha lab fail 1 1 --mode blackhole; nezha lab heal 1 1
+  nezha lab up --hosts 4 --rails 2 --ina 1   # INA service on rail1's switch (10.11.0.254:17017)
+  nezha lab loss 1 1 0.5                      # drop 0.5 % of host 1's rail1 frames, each way
   nezha lab rate 1 50mbit
   nezha lab run -- python -m mpi4py.bench helloworld
   nezha lab run --env-rendezvous -- python train.py
@@ -47,6 +49,9 @@ def _parser():
                    help="extra one-way delay per rail link; needs sch_netem (not on every kernel)")
     s.add_argument("--no-mgmt", action="store_true", help="no unshaped mgmt network (MPI boots over rail0)")
     s.add_argument("--replace", action="store_true", help="tear down an existing lab of this name first")
+    s.add_argument("--ina", action="append", default=[], metavar="RAIL",
+                   help="run an INA service (nezha ina serve) in that rail's switch, at 10.(10+RAIL).0.254:"
+                        "17017 (repeatable); `lab run` sets NEZHA_INA_ADDR")
 
     s = sub.add_parser("down", parents=[common], help="remove a lab (also after a crash)")
     s.add_argument("--all", action="store_true", help="remove every lab on this machine")
@@ -63,6 +68,10 @@ def _parser():
     s = sub.add_parser("heal", parents=[common], help="restore one host's rail")
     s.add_argument("host")
     s.add_argument("rail")
+    s = sub.add_parser("loss", parents=[common], help="random loss on one host's rail (nftables), 0 = none")
+    s.add_argument("host")
+    s.add_argument("rail")
+    s.add_argument("percent", type=float)
     s = sub.add_parser("rate", parents=[common], help="change a rail's rate on all its links, live")
     s.add_argument("rail")
     s.add_argument("rate")
@@ -121,12 +130,14 @@ def main(argv=None):
 def _up(a, name):
     lab = Lab(LabSpec(hosts=a.hosts, rails=a.rails, rates=a.rate, name=name, mtu=a.mtu, gso=a.gso,
                       burst_us=a.burst_us, latency_ms=a.latency_ms, mgmt=not a.no_mgmt, delay_ms=a.delay_ms,
-                      ranks_per_host=a.ranks_per_host))
+                      ranks_per_host=a.ranks_per_host, ina=",".join(a.ina)))
     lab.up(replace=a.replace)
     rates = ", ".join(f"rail{r} {shaping.format_rate(b)}" for r, b in enumerate(lab.spec.rates))
     print(f"lab {name} up: {lab.hosts} hosts ({lab.host_ns(0)}..{lab.host_ns(lab.hosts - 1)}), switch "
           f"{lab.switch_ns}, {rates}; mtu {lab.spec.mtu}" + (", mgmt 10.9.0.0/24" if lab.spec.mgmt else "")
           + f"; {lab.ranks_per_host} rank{'s' if lab.ranks_per_host > 1 else ''} per host ({lab.slots} in all)")
+    for r in lab.spec.ina:
+        print(f"  INA service on rail{r}: {lab.ina_address(r)} (NEZHA_INA_ADDR in `lab run`)")
     print(f"  run a job:  nezha lab run{'' if name == default_name() else ' --name ' + name} -- CMD ...")
     print(f"  remove it:  nezha lab down{'' if name == default_name() else ' --name ' + name}")
 
@@ -161,7 +172,8 @@ def _status(a, name):
           f"({lab.slots} ranks, rank r on host r // {sp.ranks_per_host}), mtu {sp.mtu}, gso {sp.gso}, "
           f"mgmt {st['mgmt'] or 'none'}  ({state_path(name)})")
     for r in st["rails"]:
-        print(f"  rail{r['rail']}  {r['subnet']:<14} {shaping.format_rate(r['rate_bps'])}")
+        print(f"  rail{r['rail']}  {r['subnet']:<14} {shaping.format_rate(r['rate_bps'])}"
+              + (f"  INA service {r['ina']}" if r.get("ina") else ""))
     print(f"{'host':<5}{'ns':<12}{'rail':<7}{'address':<13}{'rate':>9}{'link':>8}  {'fault':<10}"
           f"{'tx bytes':>14}{'rx bytes':>14}")
     for ln in st["links"]:
@@ -171,6 +183,8 @@ def _status(a, name):
         rate = shaping.format_rate(ln["rate_bps"]) if isinstance(ln["rate_bps"], int) else "?"
         if ln["switch_rate_bps"] != ln["rate_bps"]:
             rate += "!"  # the two directions disagree
+        if ln.get("loss_pct"):
+            fault = f"loss {ln['loss_pct']:g}%" if fault == "-" else fault + f"+loss{ln['loss_pct']:g}%"
         print(f"{ln['host']:<5}{ln['ns']:<12}{ln['ifname']:<7}{ln['addr']:<13}{rate:>9}"
               f"{ln['state'].lower():>8}  {fault:<10}{ln['tx_bytes']:>14,}{ln['rx_bytes']:>14,}")
 
@@ -185,6 +199,13 @@ def _heal(a, name):
     lab = Lab.attach(name)
     lab.heal(a.host, a.rail)
     print(f"lab {name}: host {a.host} rail {a.rail} healed")
+
+
+def _loss(a, name):
+    lab = Lab.attach(name)
+    lab.loss(a.host, a.rail, a.percent)
+    print(f"lab {name}: host {a.host} rail {a.rail} drops {a.percent:g}% of frames each way"
+          if a.percent else f"lab {name}: host {a.host} rail {a.rail} loss removed")
 
 
 def _rate(a, name):
@@ -266,4 +287,4 @@ def _check(a, name):
 
 
 _COMMANDS = {"up": _up, "down": _down, "list": _list, "status": _status, "fail": _fail, "heal": _heal,
-             "rate": _rate, "run": _run, "exec": _exec, "check": _check}
+             "rate": _rate, "loss": _loss, "run": _run, "exec": _exec, "check": _check}

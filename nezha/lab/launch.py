@@ -69,6 +69,8 @@ def job_env(lab, env=None, marker=None):
         e["PYTHONPATH"] = _source_root()
     e.setdefault("NEZHA_SOCKET_IFNAME", ",".join(lab.ifnames))
     e["NEZHA_LAB_NAME"] = lab.name
+    if lab.spec.ina:  # the lab's INA services, one address per rail that has one
+        e.setdefault("NEZHA_INA_ADDR", ",".join(lab.ina_address(r) for r in lab.spec.ina))
     e["NEZHA_LAB_IP"] = _nn.tool("ip")
     if marker:
         e["NEZHA_LAB_JOB"] = marker  # finds this job's processes for cleanup
