@@ -164,7 +164,7 @@ def test_parse_addrs():
 
 
 # ---- exact results --------------------------------------------------------------------------
-SIZES = [0, 1, 2, 351, 352, 353, 701, 1409, 4099]   # 352 float32 per datagram; window 3 below
+SIZES = [0, 1, 2, 351, 352, 353, 701, 1409, 4099]   # 352 float32 per 1408 B datagram; window 3
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5])
@@ -172,7 +172,7 @@ SIZES = [0, 1, 2, 351, 352, 353, 701, 1409, 4099]   # 352 float32 per datagram; 
                                    DType.FLOAT16, DType.BFLOAT16])
 def test_exact_results(service, n, dtype):
     srv = service()
-    cs = clients(srv, n, window=3)
+    cs = clients(srv, n, window=3, chunk_bytes=_ina.MTU_CHUNK)
     ops = [ReduceOp.SUM, ReduceOp.MIN, ReduceOp.MAX] + ([ReduceOp.AVG] if dtype.is_float else [])
     seed = 0
     for op in ops:
@@ -188,8 +188,21 @@ def test_exact_results(service, n, dtype):
 def test_large_message_many_windows(service):
     srv = service(quota=64)
     cs = clients(srv, 4)
+    assert cs[0].chunk_bytes == _ina.MAX_PAYLOAD   # loopback's MTU allows the largest chunk
     for window in (1, 7, 64):
         check_allreduce(cs, DType.FLOAT32, ReduceOp.SUM, 100_003, seed=window, window=window)
+    for dtype in (DType.FLOAT16, DType.BFLOAT16, DType.INT64):
+        check_allreduce(cs, dtype, ReduceOp.SUM, 50_001, seed=int(dtype))
+
+
+def test_chunk_sizes(service):
+    srv = service()
+    for chunk in (8, 72, 1432, 8192):
+        cs = clients(srv, 3, tag=str(chunk).encode(), chunk_bytes=chunk)
+        check_allreduce(cs, DType.FLOAT64, ReduceOp.SUM, 3001, seed=chunk)
+        check_allreduce(cs, DType.FLOAT16, ReduceOp.MAX, 3001, seed=chunk)
+    with pytest.raises(InvalidUsageError):
+        InaClient(("127.0.0.1", srv.port), secret=SECRET, rank=0, size=1, chunk_bytes=12)
 
 
 def test_unsupported_ops_refused(service):
@@ -243,7 +256,7 @@ def test_gil_is_released_during_the_collective(service):
 # ---- loss, duplicates, reordering -----------------------------------------------------------
 def test_faults_never_double_count(service):
     srv = service()
-    cs = clients(srv, 4, window=8)
+    cs = clients(srv, 4, window=8, chunk_bytes=_ina.MTU_CHUNK)
     for c in cs:
         c.set_rto(1.0, 20.0)
     cs[0].set_faults(drop_every=7)

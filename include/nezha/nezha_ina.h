@@ -2,7 +2,8 @@
  * switch would, and its client. Pure C, no Python; every function is static so the one
  * extension that includes it (nezha/_core/ina.pyx) gets its own copy. See docs/ina.md.
  *
- * Protocol over UDP (one datagram = one header + at most INA_MAX_PAYLOAD bytes; fields
+ * Protocol over UDP (one datagram = one header + at most INA_MAX_PAYLOAD bytes, the chunk
+ * size a client picks from its route's MTU unless told: 1432 B at MTU 1500; fields
  * little-endian, this code assumes a little-endian host):
  *   registration  HELLO -> CHALLENGE(stateless cookie nonce) -> AUTH(HMAC-SHA256 proof of
  *                 the job key over both nonces) -> WELCOME(token, slot share, server's own
@@ -177,11 +178,12 @@ static void ina_job_credentials(const uint8_t *secret, size_t slen, const uint8_
  * Wire format
  * ==================================================================================== */
 #define INA_MAGIC 0x315a494eu /* bytes "NIZ1" */
-#define INA_MAX_PAYLOAD 1408  /* 36 B header + 28 B IPv4/UDP + 1408 = 1472: fits MTU 1500 */
+#define INA_MAX_PAYLOAD 8192  /* largest chunk; 36 B header + 28 B IPv4/UDP + 8192 fits MTU 9000 */
+#define INA_MTU_CHUNK 1408    /* the chunk of tests and docs: 1408 + 64 = 1472 fits MTU 1500 */
 #define INA_MAX_RANKS 64
 #define INA_MAX_JOBS 64
 #define INA_MAX_KEYS 16
-#define INA_DGRAM 2048
+#define INA_DGRAM (INA_MAX_PAYLOAD + 128)
 
 enum {
     INA_T_DATA = 1,
@@ -265,8 +267,8 @@ static int ina_reduce_support(int dtype, int op) {
 
 static int ina_is_half(int dtype) { return dtype == NEZHA_DT_FLOAT16 || dtype == NEZHA_DT_BFLOAT16; }
 
-/* Elements per chunk for a dtype (whole payload). */
-static size_t ina_chunk_elems(int dtype) { return INA_MAX_PAYLOAD / nezha_dtype_size(dtype); }
+/* Elements per chunk of chunk_bytes for a dtype. */
+static size_t ina_chunk_elems(int dtype, size_t chunk_bytes) { return chunk_bytes / nezha_dtype_size(dtype); }
 
 static void ina_sockaddr_str(const struct sockaddr_in *a, char *out, size_t n) {
     char ip[INET_ADDRSTRLEN];
@@ -285,7 +287,7 @@ static void ina_bigbuf(int fd, int bytes) {
 /* ======================================================================================
  * The service
  * ==================================================================================== */
-#define INA_ACC_BYTES (INA_MAX_PAYLOAD * 2) /* float32 accumulator of 704 half values */
+#define INA_ACC_BYTES (INA_MAX_PAYLOAD * 2) /* float32 accumulator of 16-bit values */
 
 typedef struct {
     uint32_t use, seq, chunk;
@@ -860,6 +862,8 @@ typedef struct {
      * next; every k-th result dropped on arrival. 0 = off. */
     uint32_t drop_every, dup_every, reorder_every, drop_result_every;
     uint64_t nsent, nrecv;
+    uint32_t chunk_bytes; /* payload per datagram; all ranks of a job must use the same */
+    uint8_t (*rb)[INA_DGRAM]; /* receive batch, allocated at registration */
     /* retransmission timer (RFC 6298 style on the chunk round trip) */
     double srtt_us, rttvar_us;
     int64_t min_rto_us, max_rto_us;
@@ -878,7 +882,7 @@ static int ina_cli_fail(ina_client_t *c, int rc, const char *fmt, ...) {
 static void ina_client_init(ina_client_t *c) {
     memset(c, 0, sizeof *c);
     c->fd = -1;
-    c->min_rto_us = 2000;
+    c->min_rto_us = 5000;
     c->max_rto_us = 200000;
 }
 
@@ -897,6 +901,8 @@ static void ina_client_close(ina_client_t *c) {
     c->token = 0;
     free(c->use);
     c->use = NULL;
+    free(c->rb);
+    c->rb = NULL;
 }
 
 static int ina_cli_send(ina_client_t *c, int type, const void *body, size_t n) {
@@ -964,6 +970,18 @@ static int ina_client_register(ina_client_t *c, const char *addr, int port, cons
         if (connect(c->fd, (struct sockaddr *)&sa, sizeof sa) < 0)
             return ina_cli_fail(c, -errno, "INA service %s: connect: %s", c->where, strerror(errno));
     }
+    if (!c->rb && !(c->rb = malloc((size_t)INA_RX_BATCH * INA_DGRAM)))
+        return ina_cli_fail(c, -ENOMEM, "out of memory");
+    if (c->chunk_bytes == 0) { /* from the route's MTU: one datagram per frame, no IP fragments */
+        int mtu = 1500;
+        socklen_t ml = sizeof mtu;
+        if (getsockopt(c->fd, IPPROTO_IP, IP_MTU, &mtu, &ml) < 0) mtu = 1500;
+        int b = (mtu - 28 - INA_HDR) & ~7;
+        c->chunk_bytes = (uint32_t)(b > INA_MAX_PAYLOAD ? INA_MAX_PAYLOAD : b < 64 ? 64 : b);
+    }
+    if (c->chunk_bytes % 8 || c->chunk_bytes < 8 || c->chunk_bytes > INA_MAX_PAYLOAD)
+        return ina_cli_fail(c, -EINVAL, "INA chunk of %u bytes: a multiple of 8 in 8..%d", c->chunk_bytes,
+                            INA_MAX_PAYLOAD);
     ina_hello_t hello;
     memset(&hello, 0, sizeof hello);
     memcpy(hello.id, id, 16);
@@ -1153,7 +1171,7 @@ static int ina_client_allreduce(ina_client_t *c, void *buf, size_t count, int dt
     c->seq++;
     c->st.collectives++;
     if (count == 0) return 0;
-    size_t es = nezha_dtype_size(dtype), ce = ina_chunk_elems(dtype);
+    size_t es = nezha_dtype_size(dtype), ce = ina_chunk_elems(dtype, c->chunk_bytes);
     int64_t nch = (int64_t)((count + ce - 1) / ce);
     if ((uint64_t)nch > 0xffffffffull) return ina_cli_fail(c, -EMSGSIZE, "message too large for INA");
     int W = window < 1 ? 1 : window;
@@ -1161,7 +1179,7 @@ static int ina_client_allreduce(ina_client_t *c, void *buf, size_t count, int dt
     if (W > nch) W = (int)nch;
     ina_slotstate_t *ss = (ina_slotstate_t *)calloc((size_t)W, sizeof *ss);
     ina_txq_t *q = (ina_txq_t *)calloc(1, sizeof *q);
-    uint8_t(*rb)[INA_DGRAM] = malloc((size_t)INA_RX_BATCH * INA_DGRAM);
+    uint8_t(*rb)[INA_DGRAM] = c->rb;
     struct mmsghdr *rm = (struct mmsghdr *)calloc(INA_RX_BATCH, sizeof *rm);
     struct iovec *ri = (struct iovec *)calloc(INA_RX_BATCH, sizeof *ri);
     int rc = 0;
@@ -1285,7 +1303,6 @@ neterr:
 out:
     free(ss);
     free(q);
-    free(rb);
     free(rm);
     free(ri);
     return rc;

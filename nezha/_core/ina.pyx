@@ -48,6 +48,7 @@ cdef extern from "nezha/nezha_ina.h" nogil:
         uint32_t seq
         int64_t last_ms
         uint32_t drop_every, dup_every, reorder_every, drop_result_every
+        uint32_t chunk_bytes
         double srtt_us, rttvar_us
         int64_t min_rto_us, max_rto_us
         ina_cli_stats_t st
@@ -60,7 +61,8 @@ cdef extern from "nezha/nezha_ina.h" nogil:
     int ina_client_allreduce(ina_client_t *c, void *buf, size_t count, int dtype, int op,
                              int window, int timeout_ms)
     int ina_reduce_support(int dtype, int op)
-    size_t ina_chunk_elems(int dtype)
+    size_t ina_chunk_elems(int dtype, size_t chunk_bytes)
+    int INA_MTU_CHUNK
     void ina_job_credentials(const uint8_t *secret, size_t slen, const uint8_t *tag,
                              uint8_t *id, uint8_t *key)
     void ina_hmac(const uint8_t *key, size_t klen, const void *msg, size_t n, uint8_t *out)
@@ -85,9 +87,12 @@ def reduce_support(int dtype, int op):
     return bool(ina_reduce_support(dtype, op))
 
 
-def chunk_elems(int dtype):
-    """Elements of dtype in one datagram's payload."""
-    return ina_chunk_elems(dtype)
+MTU_CHUNK = INA_MTU_CHUNK
+
+
+def chunk_elems(int dtype, int chunk_bytes=INA_MTU_CHUNK):
+    """Elements of dtype in one datagram's payload of chunk_bytes."""
+    return ina_chunk_elems(dtype, chunk_bytes)
 
 
 def hmac_sha256(bytes key, bytes msg):
@@ -220,8 +225,10 @@ cdef class Client:
         ina_client_init(&self.c)
 
     def register(self, str addr, int port, bytes secret, bytes tag, int rank, int nranks,
-                 int want_slots=0, double timeout=10.0):
-        """Prove the job secret to the service and get the job's token and slot share."""
+                 int want_slots=0, double timeout=10.0, int chunk_bytes=0):
+        """Prove the job secret to the service and get the job's token and slot share.
+        chunk_bytes: payload per datagram (a multiple of 8, <= MAX_PAYLOAD; 0 = from the
+        route's MTU); every rank of the job must use the same."""
         cdef uint8_t id_[16]
         cdef uint8_t key[32]
         cdef int rc, tmo = <int>(timeout * 1000)
@@ -230,6 +237,8 @@ cdef class Client:
         if not secret:
             raise InvalidUsageError("INA registration needs the job secret")
         self.where = f"{addr}:{port}"
+        if chunk_bytes:
+            self.c.chunk_bytes = chunk_bytes
         ina_job_credentials(<const uint8_t *>secret, len(secret), <const uint8_t *>tag, id_, key)
         b = addr.encode()
         cdef const char *cb = b
@@ -281,7 +290,7 @@ cdef class Client:
         self.c.reorder_every = reorder_every
         self.c.drop_result_every = drop_result_every
 
-    def set_rto(self, double min_ms=2.0, double max_ms=200.0):
+    def set_rto(self, double min_ms=5.0, double max_ms=200.0):
         """Bounds of the retransmission timeout (RTT-based in between)."""
         self.c.min_rto_us = <int64_t>(min_ms * 1000)
         self.c.max_rto_us = <int64_t>(max_ms * 1000)
@@ -298,6 +307,11 @@ cdef class Client:
     def token(self):
         """The job token (tests use it to play a stranger who learned it)."""
         return self.c.token
+
+    @property
+    def chunk_bytes(self):
+        """Payload bytes per datagram."""
+        return self.c.chunk_bytes
 
     @property
     def nslots(self):

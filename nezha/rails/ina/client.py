@@ -43,10 +43,12 @@ class InaClient:
     secret: the job secret (bytes); tag: up to 8 bytes naming this stream of collectives
     (two InaClients of one rank that run at once need different tags: each is its own job
     on the service, with its own slots). Registration waits up to `timeout` seconds; no
-    service at the address is a RailSystemError naming it."""
+    service at the address is a RailSystemError naming it. chunk_bytes: payload per
+    datagram (NEZHA_INA_CHUNK; default from the route's MTU, at most 8192), the same on every
+    rank."""
 
     def __init__(self, addr, *, secret, rank, size, tag=b"", slots=0, timeout=10.0,
-                 window=None):
+                 window=None, chunk_bytes=None):
         self.host, self.port = parse_addr(addr) if isinstance(addr, str) else addr
         if isinstance(tag, str):
             tag = tag.encode()
@@ -57,6 +59,7 @@ class InaClient:
         self.rank, self.size, self.slots = int(rank), int(size), int(slots)
         self.timeout = float(timeout)
         self.window = int(window or os.environ.get("NEZHA_INA_WINDOW") or DEFAULT_WINDOW)
+        self.chunk_bytes = int(chunk_bytes or os.environ.get("NEZHA_INA_CHUNK") or 0)
         self._lock = threading.Lock()
         self._c = _ina.Client()
         self._register()
@@ -68,7 +71,8 @@ class InaClient:
 
     def _register(self):
         self._c.register(self.host, self.port, self._secret, self.tag, self.rank, self.size,
-                         self.slots, self.timeout)
+                         self.slots, self.timeout, self.chunk_bytes)
+        self.chunk_bytes = self._c.chunk_bytes
 
     @property
     def nslots(self):
@@ -114,7 +118,7 @@ class InaClient:
         k-th result received."""
         self._c.set_faults(drop_every, dup_every, reorder_every, drop_result_every)
 
-    def set_rto(self, min_ms=2.0, max_ms=200.0):
+    def set_rto(self, min_ms=5.0, max_ms=200.0):
         """Bounds of the retransmission timeout."""
         self._c.set_rto(min_ms, max_ms)
 
