@@ -40,11 +40,11 @@ def fmt_size(n):
     return str(n)
 
 
-def iters_for(nbytes, budget_bytes, lo=3, hi=200):
-    return max(lo, min(hi, budget_bytes // max(nbytes, 1)))
+def iters_for(nbytes, budget_bytes, lo=3, hi=200, fixed=0):
+    return fixed or max(lo, min(hi, budget_bytes // max(nbytes, 1)))
 
 
-def rank_sweep(client, rank, n, windows, sizes, budget, timeout):
+def rank_sweep(client, rank, n, windows, sizes, budget, timeout, fixed_iters=0):
     """What one rank runs: per (window, size) a warm-up, then timed checked allreduces.
     Returns rows (rank 0's are reported)."""
     rows = []
@@ -54,7 +54,7 @@ def rank_sweep(client, rank, n, windows, sizes, budget, timeout):
             base = np.arange(count, dtype=np.float32) % 1024
             buf = np.empty(count, np.float32)
             want = base * n + n * (n + 1) / 2
-            iters = iters_for(size, budget)
+            iters = iters_for(size, budget, fixed=fixed_iters)
             wrong, total = 0, 0.0
             for it in range(iters + 1):
                 buf[:] = base
@@ -79,8 +79,8 @@ def worker(a):
     secret = bytes.fromhex(os.environ["NEZHA_JOB_SECRET"])
     addr = os.environ["NEZHA_INA_ADDR"].split(",")[0]
     c = InaClient(addr, secret=secret, rank=rank, size=n, timeout=a.timeout, tag=b"sweep")
-    rows = rank_sweep(c, rank, n, a.windows, a.sizes, a.budget, a.timeout)
-    st = c.stats()
+    rows = rank_sweep(c, rank, n, a.windows, a.sizes, a.budget, a.timeout, a.iters)
+    st = dict(c.stats(), chunk_bytes=c.chunk_bytes)
     c.close()
     if rank == 0:
         print("RESULT " + json.dumps({"rows": rows, "client": st}), flush=True)
@@ -99,7 +99,7 @@ def loopback(a):
         cs[r] = InaClient(("127.0.0.1", srv.port), secret=secret, rank=r, size=a.ranks, timeout=a.timeout)
 
     def run(r):
-        out[r] = rank_sweep(cs[r], r, a.ranks, a.windows, a.sizes, a.budget, a.timeout)
+        out[r] = rank_sweep(cs[r], r, a.ranks, a.windows, a.sizes, a.budget, a.timeout, a.iters)
 
     for fn in (reg, run):
         ts = [threading.Thread(target=fn, args=(r,)) for r in range(a.ranks)]
@@ -109,7 +109,7 @@ def loopback(a):
             x.join()
     srv.stop()
     t.join()
-    return out[0], srv.stats(), cs[0].stats(), f"loopback, {a.ranks} rank threads + 1 service thread, {os.cpu_count()} CPUs"
+    return out[0], srv.stats(), dict(cs[0].stats(), chunk_bytes=cs[0].chunk_bytes), f"loopback, {a.ranks} rank threads + 1 service thread, {os.cpu_count()} CPUs"
 
 
 def lab_run(a):
@@ -122,7 +122,7 @@ def lab_run(a):
                 lab.loss(h, 0, a.loss)
         argv = [sys.executable, os.path.abspath(__file__), "--worker", "--windows",
                 ",".join(map(str, a.windows)), "--sizes", ",".join(map(str, a.sizes)),
-                "--budget", str(a.budget), "--timeout", str(a.timeout)]
+                "--budget", str(a.budget), "--timeout", str(a.timeout), "--iters", str(a.iters)]
         res = lab.run(argv, env_rendezvous=True, capture=True, timeout=3600)
         line = [ln for ln in res.stdout.splitlines() if "RESULT " in ln]
         if res.returncode or not line:
@@ -154,6 +154,7 @@ def main():
     p.add_argument("--sizes", default="4K,64K,1M,16M")
     p.add_argument("--budget", default="64M", help="bytes per point (sets the iteration count)")
     p.add_argument("--timeout", type=float, default=20.0)
+    p.add_argument("--iters", type=int, default=0, help="timed collectives per point (default from --budget)")
     p.add_argument("--json", default=None, help="also write the results here")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
@@ -165,7 +166,8 @@ def main():
     rows, srv, cli, where = lab_run(a) if a.lab else loopback(a)
     print(f"# INA credit sweep: {where}")
     print(f"# cmd: {' '.join(sys.argv)}")
-    print("# chunk = 1408 B payload per datagram; window = slots in flight per rank")
+    print(f"# chunk = {cli.get('chunk_bytes')} B payload per datagram (from the MTU); window = slots in "
+          "flight per rank; every result checked (wrong = collectives with a wrong element)")
     print(f"{'window':>7} {'size':>8} {'iters':>6} {'time_us':>12} {'algbw MB/s':>11} {'busbw MB/s':>11} "
           f"{'Mbit/s/rank':>12} {'wrong':>6}")
     for r in rows:

@@ -482,3 +482,31 @@ def test_service_killed_mid_collective_is_a_clear_error(tmp_path):
     finally:
         p.kill()
         p.wait()
+
+
+# ---- lab: the service in a switch namespace, loss by nftables (root) ------------------------
+@pytest.mark.timeout(120)
+def test_lab_ina_service_with_loss(lab_factory):
+    lab = lab_factory(hosts=3, rails=2, rates="400mbit", ina=(1,))
+    assert lab.status()["rails"][1]["ina"] == "10.11.0.254:17017"
+    worker = os.path.join(HERE, "tests", "workers", "ina_worker.py")
+    for h in range(3):
+        lab.loss(h, 1, 3.0)           # 3 % each way on every host's INA link
+    res = lab.run([sys.executable, worker, "10"], env_rendezvous=True, capture=True, timeout=90)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    oks = [ln for ln in res.stdout.splitlines() if " OK " in ln]
+    assert len(oks) == 3 and all(int(ln.split()[-1]) > 0 for ln in oks)   # loss made them resend
+    lab.reset()
+    assert all(ln["loss_pct"] == 0 for ln in lab.status()["links"])
+
+
+@pytest.mark.timeout(120)
+def test_lab_blackholed_ina_rail_is_an_error(lab_factory):
+    lab = lab_factory(hosts=2, rails=1, rates="400mbit", ina=(0,))
+    lab.fail(1, 0, "blackhole")
+    code = ("import os, numpy as np; from nezha.rails.ina import InaClient as C; from nezha.errors import NezhaTimeout\n"
+            "try:\n C(os.environ['NEZHA_INA_ADDR'], secret=b'x', rank=int(os.environ['RANK']), size=2, timeout=1.0)\n"
+            "except NezhaTimeout as e:\n print('TIMEOUT', e)\nelse:\n print('REGISTERED')\n")
+    res = lab.run([sys.executable, "-c", code], env_rendezvous=True, capture=True, timeout=60)
+    assert "[1] TIMEOUT no answer from an INA service at 10.10.0.254:17017" in res.stdout, res.stdout
+    assert "[0] REGISTERED" in res.stdout

@@ -8,8 +8,8 @@ NetReduce-capable switch would (docs/ina.md).
 
 The data path of both ends is C (include/nezha/nezha_ina.h, nezha/_core/ina.pyx).
 """
-from nezha.rails.ina.client import (DEFAULT_PORT, DEFAULT_WINDOW, InaClient, parse_addr,
+from nezha.rails.ina.client import (DEFAULT_PORT, DEFAULT_WINDOW_BYTES, InaClient, parse_addr,
                                     parse_addrs, reduce_support)
 
 __all__ = ["InaClient", "reduce_support", "parse_addr", "parse_addrs", "DEFAULT_PORT",
-           "DEFAULT_WINDOW"]
+           "DEFAULT_WINDOW_BYTES"]

@@ -10,7 +10,10 @@ from nezha.errors import InvalidUsageError, NezhaTimeout, RailSystemError
 from nezha.types import DType, ReduceOp, dtype_from_numpy
 
 DEFAULT_PORT = 17017
-DEFAULT_WINDOW = 64   # slots in flight per rank; >= bandwidth x RTT / 1408 B (docs/ina.md)
+# Bytes in flight per rank by default: window = this / chunk (8 slots of 8 KiB, 46 of 1408 B).
+# It must cover bandwidth x RTT, and not much more: beyond the switch's queue (the lab's tbf
+# holds ~2 ms) the excess is dropped and resent (docs/results/ina/credit_sweep_*).
+DEFAULT_WINDOW_BYTES = 64 << 10
 
 
 def reduce_support(dtype, op):
@@ -58,7 +61,7 @@ class InaClient:
         self._secret = bytes(secret)
         self.rank, self.size, self.slots = int(rank), int(size), int(slots)
         self.timeout = float(timeout)
-        self.window = int(window or os.environ.get("NEZHA_INA_WINDOW") or DEFAULT_WINDOW)
+        self.window = int(window or os.environ.get("NEZHA_INA_WINDOW") or 0)
         self.chunk_bytes = int(chunk_bytes or os.environ.get("NEZHA_INA_CHUNK") or 0)
         self._lock = threading.Lock()
         self._c = _ina.Client()
@@ -73,6 +76,8 @@ class InaClient:
         self._c.register(self.host, self.port, self._secret, self.tag, self.rank, self.size,
                          self.slots, self.timeout, self.chunk_bytes)
         self.chunk_bytes = self._c.chunk_bytes
+        if not self.window:
+            self.window = max(2, DEFAULT_WINDOW_BYTES // self.chunk_bytes)
 
     @property
     def nslots(self):
