@@ -112,6 +112,19 @@ def loopback(a):
     return out[0], srv.stats(), dict(cs[0].stats(), chunk_bytes=cs[0].chunk_bytes), f"loopback, {a.ranks} rank threads + 1 service thread, {os.cpu_count()} CPUs"
 
 
+def cpu_seconds(pids):
+    """user + system CPU seconds of the processes (their threads included)."""
+    tot = 0
+    for p in pids:
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            tot += int(fields[11]) + int(fields[12])
+        except (OSError, IndexError):
+            pass
+    return tot / os.sysconf("SC_CLK_TCK")
+
+
 def lab_run(a):
     from nezha.lab import Lab, LabSpec
     name = f"is{os.getpid() % 100000}"
@@ -120,6 +133,9 @@ def lab_run(a):
         if a.loss:
             for h in range(a.hosts):
                 lab.loss(h, 0, a.loss)
+        from nezha.lab import netns as _nn
+        svc = _nn.netns_pids([lab.switch_ns])[lab.switch_ns]
+        cpu0, t0 = cpu_seconds(svc), time.monotonic()
         argv = [sys.executable, os.path.abspath(__file__), "--worker", "--windows",
                 ",".join(map(str, a.windows)), "--sizes", ",".join(map(str, a.sizes)),
                 "--budget", str(a.budget), "--timeout", str(a.timeout), "--iters", str(a.iters)]
@@ -128,7 +144,7 @@ def lab_run(a):
         if res.returncode or not line:
             sys.exit(f"lab run failed ({res.returncode}):\n{res.stdout[-2000:]}\n{res.stderr[-3000:]}")
         got = json.loads(line[0].split("RESULT ", 1)[1])
-        from nezha.lab import netns as _nn
+        cpu, wall = cpu_seconds(svc) - cpu0, time.monotonic() - t0
         _nn.kill_pids(_nn.netns_pids([lab.switch_ns])[lab.switch_ns], 2.0)  # SIGTERM: it prints its counters
         time.sleep(0.3)
         log = open(f"/run/nezha-lab/{name}-ina0.log").read()
@@ -136,6 +152,10 @@ def lab_run(a):
         for ln in log.splitlines():
             if ln.startswith("{"):
                 srv = json.loads(ln)
+        dgrams = srv.get("rx", 0) + srv.get("tx", 0)
+        srv["cpu_s"], srv["wall_s"] = round(cpu, 3), round(wall, 3)
+        srv["cpu_pct_of_one_core"] = round(100 * cpu / wall, 1)
+        srv["cpu_us_per_datagram"] = round(cpu / max(dgrams, 1) * 1e6, 3)
         where = (f"lab, {a.hosts} hosts x 1 rank, rail0 {a.rate} (tbf both ends), service in the switch "
                  f"namespace, loss {a.loss:g}% each way on every host's link, {os.cpu_count()} CPUs")
         return got["rows"], srv, got["client"], where

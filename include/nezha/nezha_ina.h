@@ -845,7 +845,7 @@ static int ina_server_run(ina_server_t *s) {
  * ==================================================================================== */
 typedef struct {
     uint64_t tx, rx, retrans, timeouts, stale_results, fault_dropped, fault_duplicated,
-        fault_reordered, fault_results_dropped, collectives;
+        fault_reordered, fault_results_dropped, collectives, fast_retrans;
 } ina_cli_stats_t;
 
 typedef struct {
@@ -1072,8 +1072,14 @@ typedef struct {
     int64_t sent_us;     /* first transmission (for the RTT sample) */
     int64_t deadline_us; /* next retransmission */
     int64_t rto_us;
+    uint64_t stamp;      /* order of the last transmission among this call's */
     int tries;
 } ina_slotstate_t;
+
+/* Fast retransmit: a chunk still without result when results came for chunks sent this
+ * many transmissions after it was lost (or its result was): resend it without waiting for
+ * the timer. Results come in sending order (every rank sends chunks in the same order). */
+#define INA_DUPTHRESH 3
 
 #define INA_TX_BATCH 64
 
@@ -1186,6 +1192,7 @@ static int ina_client_allreduce(ina_client_t *c, void *buf, size_t count, int dt
     if (!ss || !q || !rb || !rm || !ri) { rc = ina_cli_fail(c, -ENOMEM, "out of memory"); goto out; }
     uint8_t *base = (uint8_t *)buf;
     int64_t done = 0, now = ina_now_us(), last_progress = now;
+    uint64_t stamp = 0, done_stamp = 0;
     ina_hdr_t h;
     memset(&h, 0, sizeof h);
     h.magic = INA_MAGIC;
@@ -1205,6 +1212,7 @@ static int ina_client_allreduce(ina_client_t *c, void *buf, size_t count, int dt
         if ((rc = ina_txq_add(c, q, &h, base + off_ * es, n_ * es)) < 0) goto neterr;         \
         if (first) { ss[s].sent_us = now; ss[s].tries = 0; ss[s].rto_us = ina_cli_rto(c); }   \
         ss[s].deadline_us = now + ss[s].rto_us;                                                \
+        ss[s].stamp = ++stamp;                                                                 \
     } while (0)
     for (int s = 0; s < W; s++) {
         ss[s].chunk = s;
@@ -1262,6 +1270,7 @@ static int ina_client_allreduce(ina_client_t *c, void *buf, size_t count, int dt
                     if (r.nelem != ne || n - sizeof r != ne * es) { c->st.stale_results++; continue; }
                     memcpy(base + off * es, rb[i] + sizeof r, ne * es);
                     if (st->tries == 0) ina_cli_rtt_sample(c, (double)(now - st->sent_us));
+                    if (st->stamp > done_stamp) done_stamp = st->stamp;
                     done++;
                     last_progress = now;
                     c->use[r.slot]++;
@@ -1277,6 +1286,11 @@ static int ina_client_allreduce(ina_client_t *c, void *buf, size_t count, int dt
             }
         }
         for (int s = 0; s < W; s++) {
+            if (ss[s].chunk >= 0 && ss[s].stamp + INA_DUPTHRESH < done_stamp) {
+                ss[s].tries++;
+                c->st.fast_retrans++;
+                INA_SEND_CHUNK(s, ss[s].chunk, 0);
+            }
             if (ss[s].chunk < 0 || ss[s].deadline_us > now) continue;
             /* no result in time: send the same contribution again, with backoff */
             ss[s].tries++;

@@ -38,7 +38,7 @@ cdef extern from "nezha/nezha_ina.h" nogil:
 
     ctypedef struct ina_cli_stats_t:
         uint64_t tx, rx, retrans, timeouts, stale_results, fault_dropped, fault_duplicated
-        uint64_t fault_reordered, fault_results_dropped, collectives
+        uint64_t fault_reordered, fault_results_dropped, collectives, fast_retrans
 
     ctypedef struct ina_client_t:
         int fd
@@ -78,7 +78,8 @@ _SRV_FIELDS = ("rx", "tx", "data_added", "dup_pending", "dup_resent", "stale", "
                "refused_busy", "jobs_created", "jobs_expired", "jobs_closed", "send_errors",
                "jobs_active", "slots_free")
 _CLI_FIELDS = ("tx", "rx", "retrans", "timeouts", "stale_results", "fault_dropped",
-               "fault_duplicated", "fault_reordered", "fault_results_dropped", "collectives")
+               "fault_duplicated", "fault_reordered", "fault_results_dropped", "collectives",
+               "fast_retrans")
 
 
 def reduce_support(int dtype, int op):
