@@ -230,6 +230,25 @@ def test_element_range_only_touches_the_range(service):
         assert np.array_equal(bufs[r], mine)
 
 
+def test_iallreduce_beside_other_work(service):
+    """The shape the communicator will use: INA reduces one range on its thread while this
+    thread reduces the rest by other means."""
+    srv = service()
+    cs = clients(srv, 2)
+    inputs = [np.arange(20_000, dtype=np.float64) * (r + 1) for r in range(2)]
+    bufs = [v.copy() for v in inputs]
+
+    def rank(r):
+        req = cs[r].iallreduce(bufs[r], start=5000)
+        bufs[r][:5000] = inputs[0][:5000] + inputs[1][:5000]   # "the engine's part"
+        assert req.wait(20)
+        assert req.test()
+
+    on_ranks(2, rank)
+    for r in range(2):
+        assert np.array_equal(bufs[r], inputs[0] + inputs[1])
+
+
 def test_gil_is_released_during_the_collective(service):
     """A Python thread keeps running while every rank waits in C for a missing rank."""
     srv = service()

@@ -118,6 +118,12 @@ class InaClient:
                               self.timeout if timeout is None else float(timeout))
         return buf
 
+    def iallreduce(self, buf, op=ReduceOp.SUM, dtype=None, **kw):
+        """Start allreduce(buf, op, dtype, **kw) on a thread of its own (the C loop runs
+        without the GIL) and return an InaRequest: test() / wait(timeout). The collective-
+        offload shape of DESIGN.md (CollNet's iallreduce + test)."""
+        return InaRequest(self.allreduce, buf, op, dtype, kw)
+
     def set_faults(self, drop_every=0, dup_every=0, reorder_every=0, drop_result_every=0):
         """Test hook: drop / duplicate / reorder every k-th data datagram sent, drop every
         k-th result received."""
@@ -143,5 +149,35 @@ class InaClient:
         self.close()
 
 
-__all__ = ["InaClient", "reduce_support", "parse_addr", "parse_addrs", "NezhaTimeout",
+class InaRequest:
+    """One INA collective running on its own thread."""
+
+    def __init__(self, fn, buf, op, dtype, kw):
+        self._err = None
+        self._t = threading.Thread(target=self._run, args=(fn, buf, op, dtype, kw), daemon=True,
+                                   name="nezha-ina")
+        self._t.start()
+
+    def _run(self, fn, buf, op, dtype, kw):
+        try:
+            fn(buf, op, dtype, **kw)
+        except BaseException as e:  # noqa: BLE001 - handed to wait()
+            self._err = e
+
+    def test(self):
+        """True once the collective finished (successfully or not; wait() tells)."""
+        return not self._t.is_alive()
+
+    def wait(self, timeout=None):
+        """Block until done (the collective's own timeout bounds it); re-raise its error.
+        Returns False if `timeout` passed first."""
+        self._t.join(timeout)
+        if self._t.is_alive():
+            return False
+        if self._err is not None:
+            raise self._err
+        return True
+
+
+__all__ = ["InaClient", "InaRequest", "reduce_support", "parse_addr", "parse_addrs", "NezhaTimeout",
            "RailSystemError"]
