@@ -57,6 +57,8 @@ def worker(args):
         t1 = time.time()
         if a[0] > 0:
             break
+        if len(rows) == 3 and comm.rank == 0:
+            open(args.stop + ".warm", "w").close()  # the driver cuts only from now on
         wrong += int(not np.array_equal(a[1:], expect[1:]))
         alive = sum(1 << c for c, ok in enumerate(comm.planner.alive) if ok)
         rows.append((t0, t1, alive))
@@ -122,6 +124,8 @@ def main():
     p.add_argument("--rate", default="400mbit")
     p.add_argument("--ranks-per-host", type=int, default=1,
                    help="ranks in each of the 4 hosts (shared memory between them)")
+    p.add_argument("--log", help="write every run's worker output to LOG-SIZE-MODE.txt "
+                   "(with NEZHA_DEBUG=INFO: what each rank re-ran, and when)")
     p.add_argument("--json", default=os.path.join(ROOT, "bench", "out", "failover.json"))
     args = p.parse_args()
     if args.worker:
@@ -139,7 +143,7 @@ def main():
             for mode in args.modes.split(","):
                 stop = f"/tmp/nzfo-stop-{os.getpid()}"
                 out = f"/tmp/nzfo-{os.getpid()}.json"
-                for f in (stop, out):
+                for f in (stop, out, stop + ".warm"):
                     if os.path.exists(f):
                         os.remove(f)
                 cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--size",
@@ -148,7 +152,14 @@ def main():
                 th = threading.Thread(target=lambda: box.update(
                     r=lab.run(cmd, env=env, timeout=1800, capture=True)))
                 th.start()
-                time.sleep(4.0)  # warm up on both rails
+                # warm up on both rails: 3 collectives done (8 ranks can take longer than
+                # a fixed sleep to start, and a cut before the first collective measures
+                # start-up, not failover), then 1 s more
+                warm = stop + ".warm"
+                t_wait = time.time() + 120
+                while not os.path.exists(warm) and th.is_alive() and time.time() < t_wait:
+                    time.sleep(0.05)
+                time.sleep(1.0)
                 failures = []
                 # long enough cuts for a few collectives to run on one rail alone (the
                 # reference for "extra"), and long enough gaps to get both rails back
@@ -167,6 +178,9 @@ def main():
                 open(stop, "w").close()
                 th.join()
                 res = box["r"]
+                if args.log:
+                    with open(f"{args.log}-{size}-{mode}.txt", "w") as f:
+                        f.write((res.stdout or "") + (res.stderr or ""))
                 if res.returncode != 0 or not os.path.exists(out):
                     print((res.stdout or "")[-3000:] + (res.stderr or "")[-3000:], file=sys.stderr)
                     raise SystemExit(f"failover run failed: size {size} mode {mode}")

@@ -31,7 +31,7 @@ def worker(args):
         t1 = time.time()
         if comm.rank == 0:
             st = comm.stats()
-            plan = comm._last_plan
+            plan = comm._st.last_plan
             shares = {}  # a channel's slice may be cut into pieces (failover): add them up
             for c, _, cnt in plan.slices:
                 name = comm._mesh.chan_name(c)

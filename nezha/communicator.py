@@ -1,7 +1,6 @@
 """Communicator: the user's object. Checks arguments, numbers collectives, runs them."""
 import collections
 import math
-import threading
 
 import numpy as np
 
@@ -63,11 +62,10 @@ class Communicator(Executor, Failover, Diagnose):
             overrides["SOCKET_IFNAME"] = rails if isinstance(rails, str) else ",".join(rails)
         self.config = cfg = Config.load(overrides or None)
         log.configure(cfg)
-        self.timeout = float(timeout if timeout is not None else cfg["TIMEOUT"])
-        if not self.timeout > 0:
+        t = float(timeout if timeout is not None else cfg["TIMEOUT"])
+        if not t > 0:
             raise InvalidUsageError(f"nezha: timeout must be > 0, not {timeout!r}")
-        self._closed = False
-        self._broken = None
+        self._st = _eng.RunState(t)  # what runs and has run: one object every layer shares
         self._mesh = None
         self._boot = boot = discover(mpi_comm, cfg["CONNECT_TIMEOUT"])
         self.rank, self.size, self.local_rank = boot.rank, boot.size, boot.local_rank
@@ -103,10 +101,7 @@ class Communicator(Executor, Failover, Diagnose):
         # Failover needs a second rail to go to, and costs a vote per collective.
         self._failover = cfg["FAILOVER"] and len(mesh.rails) > 1 and self.size > 1
         self._readmit_s = cfg["READMIT"]
-        self._votes = 0
         self._generation = 0
-        self._ncoll = 0         # collectives finished (send/recv not counted)
-        self._pending = None    # the last lazy collective, while a rank may still need it
         self._cut = set()       # channels closed by a vote taken across two collectives
         self._stage_bytes = int(seg if seg != math.inf else 1 << 20)
         self._events = []
@@ -121,24 +116,27 @@ class Communicator(Executor, Failover, Diagnose):
         # this rank's place among the ranks of its host as nezha counts hosts (a launcher
         # may see one node where the lab has several)
         self.local_rank = self._hier[0].index(self.rank)
-        self._seq = 0
         self._p2p_out = collections.Counter()
         self._p2p_in = collections.Counter()
-        self._lock = threading.RLock()  # guards the queue; `with self._lock` is C-level
-        self._cv = threading.Condition(self._lock)
-        self._queue = collections.deque()
-        self._busy = False
-        self._worker = None
-        self._last_plan = None
-        self._waiters = 0
         self._cache = {}  # (call, buffers, model version) -> (schedule, plan)
         self._spares = {}  # name -> library-owned buffer (_spare)
         # repeated blocking allreduce on the same buffers (fastpath.pxi)
-        self._fast = _eng.FastPath(self.__dict__, self._engine, self.planner.model, self._lock,
+        self._fast = _eng.FastPath(self._st, self._engine, self.planner.model,
                                    self._failover)
         self._start_guard()
 
     # ---- properties ------------------------------------------------------------------
+
+    @property
+    def timeout(self):
+        """Seconds any operation may take before it raises (NEZHA_TIMEOUT)."""
+        return self._st.timeout
+
+    @timeout.setter
+    def timeout(self, seconds):
+        if not float(seconds) > 0:
+            raise InvalidUsageError(f"nezha: timeout must be > 0, not {seconds!r}")
+        self._st.timeout = float(seconds)
 
     @property
     def rails(self):
@@ -154,12 +152,12 @@ class Communicator(Executor, Failover, Diagnose):
             r["bytes_sent"] += sent
             r["bytes_recv"] += recv
         times = self._engine.channel_times_ns()
-        return {"rank": self.rank, "size": self.size, "collectives": self._seq, "rails": rails,
-                "last_plan": repr(self._last_plan),
+        return {"rank": self.rank, "size": self.size, "collectives": self._st.seq, "rails": rails,
+                "last_plan": repr(self._st.last_plan),
                 "model": self.planner.model.summary(),
                 "alive": {self._mesh.chan_name(c): a for c, a in enumerate(self.planner.alive)},
                 "failover": self._failover, "events": list(self._events),
-                "fast_path_calls": self._fast.hits, "votes": self._votes,
+                "fast_path_calls": self._fast.hits, "votes": self._st.votes,
                 "last_channels": [{"channel": self._mesh.chan_name(c), "ns": t, "bytes": b}
                                   for c, (t, b) in enumerate(times)]}
 
@@ -501,20 +499,20 @@ class Communicator(Executor, Failover, Diagnose):
 
     def close(self):
         """Finish queued operations, then close every connection (idempotent)."""
-        if self._closed:
+        if self._st.closed:
             return
-        if self._broken is None and self._mesh is not None:
-            with self._cv:
-                idle = not self._busy
-                if idle and self._queue:
-                    self._busy = True
-            if idle and self._queue:
+        if self._st.broken is None and self._mesh is not None:
+            with self._st.cv:
+                idle = not self._st.busy
+                if idle and self._st.queue:
+                    self._st.busy = True
+            if idle and self._st.queue:
                 self._drain()
-            with self._cv:
-                while self._busy:
-                    self._cv.wait(0.1)
-                self._busy = True  # ours now: the guard thread must not vote meanwhile
-            if self._broken is None:
+            with self._st.cv:
+                while self._st.busy:
+                    self._st.cv.wait(0.1)
+                self._st.busy = True  # ours now: the guard thread must not vote meanwhile
+            if self._st.broken is None:
                 try:
                     self._settle()
                 except NezhaError as exc:  # closing anyway; a peer that needed us will say
@@ -522,9 +520,9 @@ class Communicator(Executor, Failover, Diagnose):
         self._teardown()
 
     def _teardown(self):
-        with self._cv:
-            self._closed = True
-            self._cv.notify_all()
+        with self._st.cv:
+            self._st.closed = True
+            self._st.cv.notify_all()
         if getattr(self, "_engine", None) is not None:
             self._engine.close()
         if self._mesh is not None:
@@ -540,7 +538,7 @@ class Communicator(Executor, Failover, Diagnose):
 
     def __del__(self):
         try:
-            if not self._closed:
+            if not self._st.closed:
                 self._teardown()
         except Exception:
             pass

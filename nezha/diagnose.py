@@ -25,10 +25,10 @@ class Diagnose:
     """Mixin of Communicator: errors, aborts from peers, and failing cleanly."""
 
     def _check_usable(self):
-        if self._broken is not None:
+        if self._st.broken is not None:
             raise NezhaError(f"nezha: rank {self.rank}: this communicator was closed after an "
-                             f"error: {self._broken}")
-        if self._closed:
+                             f"error: {self._st.broken}")
+        if self._st.closed:
             raise NezhaError("nezha: the communicator is closed")
 
     def _ctrl_peer(self, idx):
@@ -105,9 +105,9 @@ class Diagnose:
 
     def _fail(self, exc):
         """After an error: tell every peer why, fail what is queued, close."""
-        if self._broken is not None:
+        if self._st.broken is not None:
             return
-        self._broken = exc
+        self._st.broken = exc
         log.warn("COLL", f"{exc}")
         kind = (KIND_MISMATCH if isinstance(exc, CollectiveMismatch) else
                 KIND_TIMEOUT if isinstance(exc, NezhaTimeout) else
@@ -117,9 +117,9 @@ class Diagnose:
         for idx in range(len(self._mesh.rails) * self.size):
             if idx % self.size != self.rank:
                 self._engine.send_frame(idx, _eng.FRAME_ABORT, kind, 0, text)
-        with self._cv:
-            pending = list(self._queue)
-            self._queue.clear()
+        with self._st.cv:
+            pending = list(self._st.queue)
+            self._st.queue.clear()
         for r in pending:
             r._finish(NezhaError(f"nezha: {r.name} #{r.seq} not run: an earlier operation "
                                  f"failed: {exc}"))

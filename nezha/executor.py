@@ -23,54 +23,54 @@ class Executor:
                 ckey=None, src=None, inplace=False, retarget=None):
         self._check_usable()
         if seq is None:
-            seq = self._seq
-            self._seq += 1
+            seq = self._st.seq
+            self._st.seq += 1
         req = Request(self, name, seq, result)
         req.keep = keep
         req.spec = (coll, int(dt), int(op), count, root, plan, build, ckey, src, inplace)
         req.retarget = retarget
-        with self._lock:
-            self._queue.append(req)
+        with self._st.lock:
+            self._st.queue.append(req)
         return req
 
     def _run_blocking(self, req):
         """Blocking call: run the queue in this thread unless someone already does."""
-        with self._lock:
-            mine = not self._busy
-            self._busy = True if mine else self._busy
+        with self._st.lock:
+            mine = not self._st.busy
+            self._st.busy = True if mine else self._st.busy
         if mine:
             self._drain()
         return req.wait()
 
     def _kick(self, req):
         """Non-blocking call: make sure the progress thread runs the queue."""
-        with self._cv:
-            if self._worker is None:
-                self._worker = threading.Thread(target=self._work, name="nezha-progress",
+        with self._st.cv:
+            if self._st.worker is None:
+                self._st.worker = threading.Thread(target=self._work, name="nezha-progress",
                                                 daemon=True)
-                self._worker.start()
-            self._cv.notify_all()
+                self._st.worker.start()
+            self._st.cv.notify_all()
         return req
 
     def _work(self):
         while True:
-            with self._cv:
-                while not self._closed and (not self._queue or self._busy):
-                    self._cv.wait()
-                if self._closed and not self._queue:
+            with self._st.cv:
+                while not self._st.closed and (not self._st.queue or self._st.busy):
+                    self._st.cv.wait()
+                if self._st.closed and not self._st.queue:
                     return
-                self._busy = True
+                self._st.busy = True
             self._drain()
 
     def _drain(self):
         while True:
-            with self._lock:
-                if not self._queue or self._broken is not None:
-                    self._busy = False
-                    if self._waiters or self._worker is not None:  # someone may wait for us
-                        self._cv.notify_all()
+            with self._st.lock:
+                if not self._st.queue or self._st.broken is not None:
+                    self._st.busy = False
+                    if self._st.waiters or self._st.worker is not None:  # someone may wait for us
+                        self._st.cv.notify_all()
                     return
-                req = self._queue.popleft()
+                req = self._st.queue.popleft()
             try:
                 self._execute(req)
                 req._finish()
@@ -141,13 +141,13 @@ class Executor:
             final = self._agree(req, s, plan, ranges, snap, rc, lazy)
         else:
             self._engine.finish(s)
-        self._last_plan = plan
+        self._st.last_plan = plan
         if req.spec[0] != _eng.COLL_SENDRECV:
-            self._ncoll += 1
+            self._st.ncoll += 1
             if lazy:
-                self._pending = (self._ncoll - 1, req.seq, req, final, snap)
+                self._st.pending = (self._st.ncoll - 1, req.seq, req, final, snap)
             elif voting:
-                self._pending = None  # everyone voted in this one: all are past the last
+                self._st.pending = None  # everyone voted in this one: all are past the last
         return final
 
     def _fast_rest(self, tmpl, seq, s, plan, ranges, lazy, voting, snap, rc, result):
@@ -197,8 +197,8 @@ class Executor:
     def _arm(self, failover, plan, lazy):
         # send/recv do not fail over, but stop for a rank left behind (failover.py)
         self._engine.set_failover_on(
-            failover, self._votes & 0xFFFFFFFF if self._failover else -1,
-            plan.chans if failover and plan is not None else None, self._ncoll, lazy)
+            failover, self._st.votes & 0xFFFFFFFF if self._failover else -1,
+            plan.chans if failover and plan is not None else None, self._st.ncoll, lazy)
 
     def _progress(self, req, s, rc, failover):
         eng = self._engine
@@ -232,7 +232,7 @@ class Executor:
         req.spec = (_eng.COLL_ALLREDUCE, int(DType.FLOAT64), int(ReduceOp.SUM), vec.size, -1,
                     lambda: Plan([(self.planner.best_channel(), 0, vec.size)], ALGO_RD),
                     build, None, vec, True)
-        last = self._last_plan
+        last = self._st.last_plan
         self._execute(req)
-        self._last_plan = last  # stats() shows the caller's last collective, not this one
+        self._st.last_plan = last  # stats() shows the caller's last collective, not this one
         model.apply(keys, vec, self.size)

@@ -82,19 +82,19 @@ def _guard_look(comm):
     """One look: if a rank is behind, take the queue, help with its re-run, then run what
     was queued meanwhile. Returns True to look again soon (the caller was busy), None once
     the communicator is closed or broken."""
-    if comm._closed or comm._broken is not None:
+    if comm._st.closed or comm._st.broken is not None:
         return None
-    if comm._pending is None:
+    if comm._st.pending is None:
         return False
-    behind = comm._engine.peer_vote(comm._votes & 0xFFFFFFFF)
-    if behind is None or behind >= comm._ncoll:
+    behind = comm._engine.peer_vote(comm._st.votes & 0xFFFFFFFF)
+    if behind is None or behind >= comm._st.ncoll:
         return False
-    with comm._cv:
-        if comm._busy or comm._closed:
+    with comm._st.cv:
+        if comm._st.busy or comm._st.closed:
             return True  # the caller's next run joins; if it goes idle first, look again
-        comm._busy = True
+        comm._st.busy = True
     try:
-        comm._help_idle(types.SimpleNamespace(name="idle", seq=comm._ncoll, schedule=None))
+        comm._help_idle(types.SimpleNamespace(name="idle", seq=comm._st.ncoll, schedule=None))
     except BaseException as exc:  # the caller's next call raises it
         comm._fail(exc)
     comm._drain()
@@ -127,13 +127,13 @@ class Failover:
         heard = self._engine.heard_rails(nrails, self.rank, self._readmit_s)
         deadline = _eng.now_ns() + int(min(self.timeout, 1e9) * 1e9)
         while True:
-            rc, table, iheard = self._engine.vote(self.rank, self._votes & 0xFFFFFFFF, coll,
+            rc, table, iheard = self._engine.vote(self.rank, self._st.votes & 0xFFFFFFFF, coll,
                                                   mask, flags, heard, self._live_rails(),
                                                   nrails, deadline)
             if rc != _eng.ERR_CTRL:
                 break
             self._on_ctrl(req)  # raises on an abort; otherwise vote on
-        self._votes += 1
+        self._st.votes += 1
         if rc != _eng.ERR_OK:
             raise self._vote_error(rc, req)
         return table, iheard
@@ -141,7 +141,7 @@ class Failover:
     def _agree(self, req, s, plan, ranges, src, rc, lazy):
         """Vote on this run; re-run what some rank could not finish. Returns the plan of
         the last run (a lazy collective keeps it, with src, for a later re-run)."""
-        me = self._ncoll
+        me = self._st.ncoll
         rerun = 0
         same = None  # (table, since): the same table vote after vote is a livelock
         while not (lazy and rc == _eng.ERR_OK):
@@ -239,10 +239,10 @@ class Failover:
         mask = _unfinished_at(table, k)
         if not mask:
             return  # they are only slower: they will finish on their own
-        if self._pending is None or self._pending[0] != k:
+        if self._st.pending is None or self._st.pending[0] != k:
             raise NezhaError(f"nezha: rank {self.rank}: internal error: ranks need collective "
                              f"{k} re-run but this rank kept no input for it")
-        _, seq, tmpl, pplan, psnap = self._pending  # tmpl: the call's Request, or the
+        _, seq, tmpl, pplan, psnap = self._st.pending  # tmpl: the call's Request, or the
         # one the fast path's entry was made from (same buffers, only seq differs)
         preq = types.SimpleNamespace(name=tmpl.name, seq=seq, spec=tmpl.spec)
         self._repair(preq, pplan, mask, tmpl.retarget(), psnap, req)
@@ -322,11 +322,11 @@ class Failover:
     def _help_idle(self, req, flags=0):
         """This rank is in no collective (idle, in a send/recv, or closing): vote as what it
         is, and take part in the re-run a rank behind needs. True if a rank was behind."""
-        table, _ = self._vote(req, self._ncoll, 0, flags)
+        table, _ = self._vote(req, self._st.ncoll, 0, flags)
         k = min(c for c, _, _ in table)
-        if k < self._ncoll:
+        if k < self._st.ncoll:
             self._help_behind(table, k, req)
-        return k < self._ncoll
+        return k < self._st.ncoll
 
     def _p2p_voted(self, req, s, plan, rc, planfn, src):
         """A send/recv stopped for a rank left behind: help it, then go on; on a channel the
@@ -353,9 +353,9 @@ class Failover:
     def _settle(self):
         """Before closing: the last lazy collective may still be needed by a rank that could
         not finish it. Vote (as a rank in no collective) until no one is behind."""
-        if not self._failover or self._pending is None:
+        if not self._failover or self._st.pending is None:
             return
-        req = types.SimpleNamespace(name="close", seq=self._ncoll, schedule=None)
+        req = types.SimpleNamespace(name="close", seq=self._st.ncoll, schedule=None)
         while self._help_idle(req, _eng.VOTE_CLOSING):
             pass
 

@@ -24,9 +24,9 @@ class Request:
         self.schedule = None
         self.keep = ()
         self._done = True
-        if self.comm._waiters:  # only wake threads that wait (cheap when nobody does)
-            with self.comm._cv:
-                self.comm._cv.notify_all()
+        if self.comm._st.waiters:  # only wake threads that wait (cheap when nobody does)
+            with self.comm._st.cv:
+                self.comm._st.cv.notify_all()
 
     def test(self):
         """True when the operation has finished (successfully or not); never blocks."""
@@ -35,13 +35,13 @@ class Request:
     def wait(self, timeout=None):
         """Block until done (at most timeout seconds), then return the result or raise."""
         if not self._done:
-            cv = self.comm._cv
+            cv = self.comm._st.cv
             with cv:
-                self.comm._waiters += 1
+                self.comm._st.waiters += 1
                 try:
                     done = cv.wait_for(lambda: self._done, timeout)
                 finally:
-                    self.comm._waiters -= 1
+                    self.comm._st.waiters -= 1
             if not done:
                 raise NezhaTimeout(f"nezha: {self.name} #{self.seq} not finished within "
                                    f"{timeout} s (it is still running; wait again or close the "

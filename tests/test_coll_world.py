@@ -324,8 +324,8 @@ def test_every_rank_makes_the_same_plans(world):
         world.allreduce(a)
         assert (a == world.size).all()
         # the caller's collective (not the model sync that may follow it), covered once
-        assert sum(cnt for _, _, cnt in world._last_plan.slices) == n
-        plans.append(repr(world._last_plan))
+        assert sum(cnt for _, _, cnt in world._st.last_plan.slices) == n
+        plans.append(repr(world._st.last_plan))
     assert len({tuple(p) for p in world._boot.allgather(plans)}) == 1
     st = world.stats()
     assert st["rails"] and st["collectives"] >= 40
@@ -358,7 +358,7 @@ def _hier_expected(c, coll, nbytes, root=0):
 
 
 def _ran_hier(c, want):
-    assert (c._last_plan.algo == ALGO_HIER) == want, c._last_plan
+    assert (c._st.last_plan.algo == ALGO_HIER) == want, c._st.last_plan
 
 
 @pytest.mark.parametrize("case", HIER_CASES, ids=lambda c: f"{c[0].name.lower()}-{c[1].name}")

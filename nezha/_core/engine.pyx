@@ -610,4 +610,5 @@ cdef class Engine:
         return [ep.kind if ep is not None else None for ep in self.endpoints]
 
 
+include "runstate.pxi"
 include "fastpath.pxi"

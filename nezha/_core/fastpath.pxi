@@ -27,16 +27,17 @@ cdef class FastEntry:
 
 
 cdef class FastPath:
-    """Per communicator: the entries, and the state it shares with the Python executor
-    (read and written through the communicator's __dict__: plain attributes)."""
+    """Per communicator: the entries, and the run state it shares with the Python
+    executor (RunState: typed fields, read here without a dict lookup)."""
     cdef Engine eng
-    cdef dict d, entries
+    cdef RunState st
+    cdef dict entries
     cdef object model, lock
     cdef bint failover
     cdef public int64_t hits  # calls that ran here (comm.stats())
 
-    def __init__(self, dict comm_dict, Engine eng, object model, object lock, bint failover):
-        self.d, self.eng, self.model, self.lock = comm_dict, eng, model, lock
+    def __init__(self, RunState st, Engine eng, object model, bint failover):
+        self.st, self.eng, self.model, self.lock = st, eng, model, st.lock
         self.failover = failover
         self.entries = {}
 
@@ -88,35 +89,35 @@ cdef class FastPath:
 
     def allreduce(self, object comm, object sendbuf, object recvbuf, object op):
         """The result buffer if the call ran here, None if it must take the slow path."""
-        cdef dict d = self.d
+        cdef RunState st = self.st
         cdef FastEntry e = self._lookup(sendbuf, recvbuf, op)
-        if e is None or d["_closed"] or d["_broken"] is not None:
+        if e is None or st.closed or st.broken is not None:
             return None
         if not self.lock.acquire(False):
             return None
         try:
-            if d["_busy"] or d["_queue"]:
+            if st.busy or st.queue:
                 return None
-            d["_busy"] = True
+            st.busy = True
         finally:
             self.lock.release()
-        cdef int64_t seq = d["_seq"]
-        d["_seq"] = seq + 1
+        cdef int64_t seq = st.seq
+        st.seq = seq + 1
         self.hits += 1
-        cdef int64_t ncoll = d["_ncoll"]
+        cdef int64_t ncoll = st.ncoll
         cdef Schedule s = e.s
         cdef nz_engine_t *en = &self.eng.e
         cdef int rc, i, flip = e.flip
         cdef char *snap = NULL
         cdef const char *src = <const char *>cnp.PyArray_DATA(<cnp.ndarray>sendbuf)
         cdef uint64_t nbytes = e.nbytes
-        cdef int64_t timeout_ns = <int64_t>(min(<double>d["timeout"], 1e9) * 1e9)
+        cdef int64_t timeout_ns = <int64_t>(min(st.timeout, 1e9) * 1e9)
         s.hdr.seq = <uint32_t>(seq & 0xFFFFFFFF)  # Schedule.reset, without a Python call
         for i in range(s.nops):
             s.ops[i].done = 0
         # arm the engine as Executor._arm does
         en.failover = e.voting and self.eng.has_health and en.silent_ns > 0
-        en.vote_seq = (d["_votes"] & 0xFFFFFFFF) if (self.failover and self.eng.has_health) else -1
+        en.vote_seq = (st.votes & 0xFFFFFFFF) if (self.failover and self.eng.has_health) else -1
         en.vote_coll = ncoll
         en.lazy = e.lazy
         en.nslices = 0
@@ -142,21 +143,21 @@ cdef class FastPath:
         if rc != NZ_OK:  # a control frame, a failure, a vote: the executor takes it from here
             return comm._fast_rest(e.tmpl, seq, s, e.plan, e.ranges, e.lazy, e.voting,
                                    snapobj, rc, result)
-        d["_last_plan"] = e.plan
-        d["_ncoll"] = ncoll + 1
+        st.last_plan = e.plan
+        st.ncoll = ncoll + 1
         if e.lazy:
-            d["_pending"] = (ncoll, seq, e.tmpl, e.plan, snapobj)
+            st.pending = (ncoll, seq, e.tmpl, e.plan, snapobj)
         elif e.voting:
-            d["_pending"] = None
+            st.pending = None
         self.lock.acquire()
         try:
-            if d["_queue"] or d["_broken"] is not None:
+            if st.queue or st.broken is not None:
                 more = True  # queued meanwhile by another thread: run it as _drain does
             else:
                 more = False
-                d["_busy"] = False
-                if d["_waiters"]:
-                    d["_cv"].notify_all()
+                st.busy = False
+                if st.waiters:
+                    st.cv.notify_all()
         finally:
             self.lock.release()
         if more:
