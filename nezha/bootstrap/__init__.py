@@ -9,7 +9,10 @@ _TORCH_ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 def discover(mpi_comm=None, timeout=30.0):
     """The bootstrap for this process: the given mpi4py communicator, an MPI launch,
-    a torchrun-style environment, or a single process (in that order)."""
+    a torchrun-style environment, or a single process (in that order). A Bootstrap
+    instance (e.g. nezha.bootstrap.store.StoreBootstrap) is returned as it is."""
+    if isinstance(mpi_comm, Bootstrap):
+        return mpi_comm
     if mpi_comm is not None:
         from nezha.bootstrap.mpi import MPIBootstrap
         return MPIBootstrap(mpi_comm)

@@ -1,0 +1,18 @@
+"""PyTorch integration: `import nezha.torch` registers the torch.distributed backend "nezha".
+
+    import nezha.torch, torch.distributed as dist
+    dist.init_process_group("nezha")           # under torchrun or mpirun, as with "gloo"
+
+or keep Gloo and send DDP's gradient buckets through nezha:
+
+    ddp.register_comm_hook(None, nezha.torch.allreduce_hook)
+"""
+from nezha.torch.backend import create, register
+from nezha.torch.hook import allreduce_hook
+from nezha.torch.process_group import BACKEND_NAME, ProcessGroupNezha
+from nezha.torch.work import NezhaWork
+
+register()
+
+__all__ = ["BACKEND_NAME", "ProcessGroupNezha", "NezhaWork", "allreduce_hook", "create",
+           "register"]
