@@ -1078,7 +1078,9 @@ typedef struct {
 
 /* Fast retransmit: a chunk still without result when results came for chunks sent this
  * many transmissions after it was lost (or its result was): resend it without waiting for
- * the timer. Results come in sending order (every rank sends chunks in the same order). */
+ * the timer, once per chunk (then the timer): results come in sending order, as every rank
+ * sends chunks in the same order, but a slot stalled by another rank's loss would otherwise
+ * be resent on every few results. */
 #define INA_DUPTHRESH 3
 
 #define INA_TX_BATCH 64
@@ -1286,7 +1288,7 @@ static int ina_client_allreduce(ina_client_t *c, void *buf, size_t count, int dt
             }
         }
         for (int s = 0; s < W; s++) {
-            if (ss[s].chunk >= 0 && ss[s].stamp + INA_DUPTHRESH < done_stamp) {
+            if (ss[s].chunk >= 0 && ss[s].tries == 0 && ss[s].stamp + INA_DUPTHRESH < done_stamp) {
                 ss[s].tries++;
                 c->st.fast_retrans++;
                 INA_SEND_CHUNK(s, ss[s].chunk, 0);
