@@ -39,7 +39,7 @@ def _into_scratch(into, nbytes):
     return into(address(scratch), scratch)
 
 
-class Communicator(Executor, Failover, Diagnose):
+class Communicator(Executor, Diagnose):
     """A group of ranks that run collectives over every configured rail.
 
     Parameters
@@ -100,9 +100,7 @@ class Communicator(Executor, Failover, Diagnose):
                                   cfg["RAIL_TIMEOUT"])
         # Failover needs a second rail to go to, and costs a vote per collective.
         self._failover = cfg["FAILOVER"] and len(mesh.rails) > 1 and self.size > 1
-        self._readmit_s = cfg["READMIT"]
-        self._generation = 0
-        self._cut = set()       # channels closed by a vote taken across two collectives
+        self._fo = Failover(self, cfg["READMIT"])  # the failover layer, behind its hooks
         self._stage_bytes = int(seg if seg != math.inf else 1 << 20)
         self._events = []
         self.planner = Planner(self.nchan, cfg, [mesh.chan_name(c) for c in range(self.nchan)],
@@ -123,7 +121,7 @@ class Communicator(Executor, Failover, Diagnose):
         # repeated blocking allreduce on the same buffers (fastpath.pxi)
         self._fast = _eng.FastPath(self._st, self._engine, self.planner.model,
                                    self._failover)
-        self._start_guard()
+        self._fo.start_guard()
 
     # ---- properties ------------------------------------------------------------------
 
@@ -440,7 +438,7 @@ class Communicator(Executor, Failover, Diagnose):
 
     def _p2p_channel(self):
         # not a channel a vote has just cut (the planner hears of it at the next vote)
-        return self.planner.best_channel(avoid=self._cut)
+        return self.planner.best_channel(avoid=self._fo.cut)
 
     # ---- argument checks (before anything is sent) -----------------------------------
 
@@ -514,7 +512,7 @@ class Communicator(Executor, Failover, Diagnose):
                 self._st.busy = True  # ours now: the guard thread must not vote meanwhile
             if self._st.broken is None:
                 try:
-                    self._settle()
+                    self._fo.settle()
                 except NezhaError as exc:  # closing anyway; a peer that needed us will say
                     log.warn("HEALTH", f"closing: {exc}")
         self._teardown()

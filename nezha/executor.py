@@ -104,7 +104,7 @@ class Executor:
             plan = planfn()
             s, ranges = self._schedule(req, plan, src)
             # planner changes that affect laziness (dead channels) clear the cache
-            lazy = voting and self._lazy_ok(req, plan, src)
+            lazy = voting and self._fo.lazy_ok(req, plan, src)
             if log.enabled("INFO", "PLAN"):
                 log.info("PLAN", f"{req.name} of {count} x {DType(dt).name.lower()}: {plan}")
             if key is not None:
@@ -120,7 +120,7 @@ class Executor:
         snap = src.copy() if voting and src is not None and (inplace or lazy) else src
         rc = self._run(req, s, voting, plan, lazy)
         if rc == _eng.ERR_VOTE and not voting:  # a send/recv, stopped for a rank behind
-            s = self._p2p_voted(req, s, plan, rc, planfn, src)
+            s = self._fo.p2p_voted(req, s, plan, rc, planfn, src)
         final = self._conclude(req, s, plan, ranges, lazy, voting, snap, rc)
         self._feed_model(plan, count)
         if (coll == _eng.COLL_ALLREDUCE and key is not None and final is plan
@@ -138,7 +138,7 @@ class Executor:
         went well), count it, keep what a rank behind may need. Returns the final plan."""
         final = plan
         if voting and not (lazy and rc == _eng.ERR_OK):
-            final = self._agree(req, s, plan, ranges, snap, rc, lazy)
+            final = self._fo.agree(req, s, plan, ranges, snap, rc, lazy)
         else:
             self._engine.finish(s)
         self._st.last_plan = plan

@@ -94,7 +94,7 @@ def _guard_look(comm):
             return True  # the caller's next run joins; if it goes idle first, look again
         comm._st.busy = True
     try:
-        comm._help_idle(types.SimpleNamespace(name="idle", seq=comm._st.ncoll, schedule=None))
+        comm._fo.help_idle(types.SimpleNamespace(name="idle", seq=comm._st.ncoll, schedule=None))
     except BaseException as exc:  # the caller's next call raises it
         comm._fail(exc)
     comm._drain()
@@ -102,50 +102,65 @@ def _guard_look(comm):
 
 
 class Failover:
-    """Mixin of Communicator: the vote, rerouting and re-admission."""
+    """The failover layer of a communicator: the vote, rerouting and re-admission.
+
+    The executor calls it at explicit points (hooks) and nowhere else:
+      lazy_ok(req, plan, src)   may this collective return without a closing vote?
+      agree(req, s, plan, ranges, src, rc, lazy)   after a run that votes: agree on it,
+                                re-run what some rank could not finish; returns the final plan
+      p2p_voted(req, s, plan, rc, planfn, src)   a send/recv stopped for a rank behind
+      settle()                  before close: no rank may still need the last lazy collective
+    and start_guard() once at start-up. It drives runs through the executor (c._schedule,
+    c._run, c._progress) and shares the run state (c._st) with it."""
+
+    def __init__(self, comm, readmit_s):
+        self.c = comm
+        self.readmit_s = readmit_s
+        self.generation = 0   # of fresh connections (re-runs for ranks behind, re-admission)
+        self.cut = set()      # channels closed by a vote taken across two collectives
 
     def _live_rails(self):
         m = 0
-        for c, alive in enumerate(self.planner.alive):
+        for c, alive in enumerate(self.c.planner.alive):
             if alive:
-                m |= 1 << (c // self._mesh.nconns)
+                m |= 1 << (c // self.c._mesh.nconns)
         return m
 
-    def _lazy_ok(self, req, plan, src):
+    def lazy_ok(self, req, plan, src):
         """Lazy collectives: those where a rank's finishing proves that every rank entered
         (they have a retarget: allreduce, allgather, reduce_scatter, alltoall, barrier, and
         broadcast and reduce while small, which then run as allreduces; a tree's root could
         run ahead), whole on one channel, small.
         Decided from what every rank knows alike (the plan, the planner's channels); while
         a rail is down every collective votes, which is also what re-admits it."""
-        return (req.retarget is not None and len(plan.slices) == 1 and all(self.planner.alive)
+        return (req.retarget is not None and len(plan.slices) == 1 and all(self.c.planner.alive)
                 and (src is None or src.nbytes <= LAZY_MAX_BYTES))
 
     def _vote(self, req, coll, mask, flags):
         """One vote: [(collective index, mask, flags)] per rank, and the rails all hear."""
-        nrails = len(self._mesh.rails)
-        heard = self._engine.heard_rails(nrails, self.rank, self._readmit_s)
-        deadline = _eng.now_ns() + int(min(self.timeout, 1e9) * 1e9)
+        nrails = len(self.c._mesh.rails)
+        heard = self.c._engine.heard_rails(nrails, self.c.rank, self.readmit_s)
+        deadline = _eng.now_ns() + int(min(self.c.timeout, 1e9) * 1e9)
         while True:
-            rc, table, iheard = self._engine.vote(self.rank, self._st.votes & 0xFFFFFFFF, coll,
+            rc, table, iheard = self.c._engine.vote(self.c.rank, self.c._st.votes & 0xFFFFFFFF, coll,
                                                   mask, flags, heard, self._live_rails(),
                                                   nrails, deadline)
             if rc != _eng.ERR_CTRL:
                 break
-            self._on_ctrl(req)  # raises on an abort; otherwise vote on
-        self._st.votes += 1
+            self.c._on_ctrl(req)  # raises on an abort; otherwise vote on
+        self.c._st.votes += 1
         if rc != _eng.ERR_OK:
             raise self._vote_error(rc, req)
         return table, iheard
 
-    def _agree(self, req, s, plan, ranges, src, rc, lazy):
+    def agree(self, req, s, plan, ranges, src, rc, lazy):
         """Vote on this run; re-run what some rank could not finish. Returns the plan of
         the last run (a lazy collective keeps it, with src, for a later re-run)."""
-        me = self._st.ncoll
+        me = self.c._st.ncoll
         rerun = 0
         same = None  # (table, since): the same table vote after vote is a livelock
         while not (lazy and rc == _eng.ERR_OK):
-            failed, mask, moving = self._engine.failed_mask(), 0, False
+            failed, mask, moving = self.c._engine.failed_mask(), 0, False
             for i, (a, b) in enumerate(ranges):
                 if s.ops_complete(a, b):
                     continue
@@ -153,7 +168,7 @@ class Failover:
                     mask |= 1 << i
                 else:
                     moving = True  # still going on a live channel: finish it after the vote
-            failed_here = self._engine.failed_channels()
+            failed_here = self.c._engine.failed_channels()
             table, iheard = self._vote(req, me, mask, _eng.VOTE_RUNNING if moving else 0)
             if log.enabled("TRACE", "HEALTH"):  # every striped collective votes: no f-string
                 log.trace("HEALTH", f"{req.name} #{req.seq} (collective {me}): rc {rc}, voted "
@@ -169,7 +184,7 @@ class Failover:
             behind_mask = _unfinished_at(table, me)
             if max(colls) > me:  # this rank is the one behind
                 if behind_mask and lazy:
-                    self._engine.finish(s, [not (behind_mask >> i) & 1
+                    self.c._engine.finish(s, [not (behind_mask >> i) & 1
                                             for i in range(len(ranges))])  # AVG of the rest
                     self._repair(req, plan, behind_mask, req.spec[6], src)
                     break
@@ -177,42 +192,42 @@ class Failover:
                     rc = self._resume(req, s, plan, lazy)
                     continue
                 if not lazy:  # ranks pass a striped collective only through a common vote
-                    raise NezhaError(f"nezha: rank {self.rank}: internal error: "
+                    raise NezhaError(f"nezha: rank {self.c.rank}: internal error: "
                                      f"{req.name} #{req.seq} voted but was left behind")
                 # Finished here, with a channel set aside after its last byte (CHANFAIL):
                 # the ranks ahead finished it too. Voting again would only stop them again
                 # (they wait for this rank in the next collective); the next collective
                 # meets the bad channel and votes on it with everyone in it.
-                self._engine.finish(s)
+                self.c._engine.finish(s)
                 break
             closing = [p for p, (_, _, f) in enumerate(table) if f & _eng.VOTE_CLOSING]
             if closing:
                 raise CollectiveMismatch(
-                    f"nezha: rank {self.rank}: rank {closing[0]} "
-                    f"({self._mesh.peer_name(closing[0])}) closed the communicator while this "
+                    f"nezha: rank {self.c.rank}: rank {closing[0]} "
+                    f"({self.c._mesh.peer_name(closing[0])}) closed the communicator while this "
                     f"rank ran {req.name} #{req.seq}: the ranks called different numbers of "
                     "collectives")
-            dead = {plan.slices[i][0] for i in _bits(behind_mask)} | self._cut
+            dead = {plan.slices[i][0] for i in _bits(behind_mask)} | self.cut
             if dead:
                 self._mark_dead(sorted(dead), req, failed_here)
             if any(f & _eng.VOTE_RUNNING for _, _, f in table):
                 # someone still moves slices on live channels: let all finish, vote again
                 rc = self._resume(req, s, plan, lazy) if rc == _eng.ERR_VOTE else rc
                 continue
-            self._engine.finish(s, [not (behind_mask >> i) & 1 for i in range(len(ranges))])
+            self.c._engine.finish(s, [not (behind_mask >> i) & 1 for i in range(len(ranges))])
             if not behind_mask:
                 self._readmit(iheard, req)
                 break
             failed = [plan.slices[i] for i in _bits(behind_mask)]
-            plan = Plan(self.planner.resplit(failed, plan.esize), plan.algo, None, plan.esize)
+            plan = Plan(self.c.planner.resplit(failed, plan.esize), plan.algo, None, plan.esize)
             rerun += 1
             log.info("HEALTH", f"{req.name} #{req.seq}: re-running {len(failed)} unfinished "
                      f"slice(s) on {plan}")
-            s, ranges = self._schedule(req, plan, src)
+            s, ranges = self.c._schedule(req, plan, src)
             req.schedule = s
-            rc = self._run(req, s, True, plan, lazy)
-        if rerun and self._events:
-            self._events[-1]["rerun_done_s"] = time.time()
+            rc = self.c._run(req, s, True, plan, lazy)
+        if rerun and self.c._events:
+            self.c._events[-1]["rerun_done_s"] = time.time()
         return plan
 
     def _stuck(self, same, table, req):
@@ -221,17 +236,17 @@ class Failover:
         now = time.monotonic()
         if same is None or same[0] != table:
             return (table, now)
-        if now - same[1] > self.timeout:
-            raise NezhaTimeout(f"nezha: rank {self.rank}: {req.name} #{req.seq}: the ranks' "
-                               f"votes did not converge within {self.timeout:g} s "
+        if now - same[1] > self.c.timeout:
+            raise NezhaTimeout(f"nezha: rank {self.c.rank}: {req.name} #{req.seq}: the ranks' "
+                               f"votes did not converge within {self.c.timeout:g} s "
                                f"(NEZHA_TIMEOUT); last table (collective, unfinished slices, "
                                f"flags) per rank: {table}")
         return same
 
     def _resume(self, req, s, plan, lazy):
         """Go on with an interrupted run (channels closed meanwhile fail at once)."""
-        self._arm(True, plan, lazy)
-        return self._progress(req, s, _eng.ERR_OK, True)
+        self.c._arm(True, plan, lazy)
+        return self.c._progress(req, s, _eng.ERR_OK, True)
 
     def _help_behind(self, table, k, req):
         """Ranks still in collective k (the lazy one this rank returned from) could not finish
@@ -239,10 +254,10 @@ class Failover:
         mask = _unfinished_at(table, k)
         if not mask:
             return  # they are only slower: they will finish on their own
-        if self._st.pending is None or self._st.pending[0] != k:
-            raise NezhaError(f"nezha: rank {self.rank}: internal error: ranks need collective "
+        if self.c._st.pending is None or self.c._st.pending[0] != k:
+            raise NezhaError(f"nezha: rank {self.c.rank}: internal error: ranks need collective "
                              f"{k} re-run but this rank kept no input for it")
-        _, seq, tmpl, pplan, psnap = self._st.pending  # tmpl: the call's Request, or the
+        _, seq, tmpl, pplan, psnap = self.c._st.pending  # tmpl: the call's Request, or the
         # one the fast path's entry was made from (same buffers, only seq differs)
         preq = types.SimpleNamespace(name=tmpl.name, seq=seq, spec=tmpl.spec)
         self._repair(preq, pplan, mask, tmpl.retarget(), psnap, req)
@@ -252,178 +267,178 @@ class Failover:
         together. The live channels' streams may hold bytes of the next collective (ranks
         ahead already started it), so the re-run cannot go through them."""
         self._cut_channels(sorted({plan.slices[i][0] for i in _bits(mask)}), req)
-        live = [c for c, a in enumerate(self.planner.alive) if a and c not in self._cut]
+        live = [c for c, a in enumerate(self.c.planner.alive) if a and c not in self.cut]
         if not live:
             raise RailSystemError(
-                f"nezha: rank {self.rank}: every rail failed during {req.name} #{req.seq}: no "
+                f"nezha: rank {self.c.rank}: every rail failed during {req.name} #{req.seq}: no "
                 "path is left to the other ranks")
         chan = live[0]
-        self._generation += 1
+        self.generation += 1
         t0 = time.time()
-        socks = self._mesh.links([chan], self._generation, self._boot.secret)
-        eps = [self._mesh.tcp_endpoint(socks[(p, chan)], p, chan) if p != self.rank else None
-               for p in range(self.size)]
-        eng = _eng.Engine(eps, self.size, 1, [], self._stage_bytes)
+        socks = self.c._mesh.links([chan], self.generation, self.c._boot.secret)
+        eps = [self.c._mesh.tcp_endpoint(socks[(p, chan)], p, chan) if p != self.c.rank else None
+               for p in range(self.c.size)]
+        eng = _eng.Engine(eps, self.c.size, 1, [], self.c._stage_bytes)
         try:
-            eng.set_spin(self.config["SPIN_US"] * 1e-6)
+            eng.set_spin(self.c.config["SPIN_US"] * 1e-6)
             coll, dt, op, count, root = req.spec[:5]
-            sch = _eng.Schedule(self.rank, self.size, 1, coll, req.seq & 0xFFFFFFFF, dt, op,
+            sch = _eng.Schedule(self.c.rank, self.c.size, 1, coll, req.seq & 0xFFFFFFFF, dt, op,
                                 count, root, plan.algo, plan.hash)
             for i in _bits(mask):
                 _, off, cnt = plan.slices[i]
                 build(sch, plan.algo, 0, off, cnt, src)
             rc = eng.start(sch)
             if rc == _eng.ERR_OK:  # no control sockets here: runs to the end, error or deadline
-                rc = eng.progress(sch, _eng.now_ns() + int(self.timeout * 1e9))
+                rc = eng.progress(sch, _eng.now_ns() + int(self.c.timeout * 1e9))
             if rc != _eng.ERR_OK:
                 raise RailSystemError(
-                    f"nezha: rank {self.rank}: re-running {req.name} #{req.seq} on rail "
-                    f"{self._mesh.chan_name(chan)} failed too (engine status {rc})",
-                    rail=self._mesh.chan_name(chan))
+                    f"nezha: rank {self.c.rank}: re-running {req.name} #{req.seq} on rail "
+                    f"{self.c._mesh.chan_name(chan)} failed too (engine status {rc})",
+                    rail=self.c._mesh.chan_name(chan))
             eng.finish(sch)
         finally:
             eng.close()
             for sock in socks.values():
                 sock.close()
         log.warn("HEALTH", f"{req.name} #{req.seq}: re-ran {bin(mask).count('1')} slice(s) "
-                 f"on a fresh connection of {self._mesh.chan_name(chan)} "
+                 f"on a fresh connection of {self.c._mesh.chan_name(chan)} "
                  f"({(time.time() - t0) * 1e3:.1f} ms)"
                  f"{'' if during is None else f' while in {during.name} #{during.seq}'}")
-        self._events.append({"event": "rerun", "collective": req.name, "seq": req.seq,
-                             "channel": self._mesh.chan_name(chan), "time": time.time()})
+        self.c._events.append({"event": "rerun", "collective": req.name, "seq": req.seq,
+                             "channel": self.c._mesh.chan_name(chan), "time": time.time()})
 
     def _cut_channels(self, chans, req):
         """Close channels now but leave the planner as it is: ranks ahead already planned
         the next collective with them, and everyone must plan it alike. Using a cut channel
         fails at once; the next vote in one collective marks them dead (_mark_dead)."""
         for c in chans:
-            if c in self._cut or not self.planner.alive[c]:
+            if c in self.cut or not self.c.planner.alive[c]:
                 continue
-            self._cut.add(c)
+            self.cut.add(c)
             self._close_fds(c)
-            self._events.append({"event": "down", "channel": self._mesh.chan_name(c),
+            self.c._events.append({"event": "down", "channel": self.c._mesh.chan_name(c),
                                  "collective": req.name, "seq": req.seq,
                                  "why": "a rank could not finish on it", "peer": None,
                                  "time": time.time(), "detect_ms": None})
-            log.warn("HEALTH", f"rail {self._mesh.chan_name(c)} failed during {req.name} "
+            log.warn("HEALTH", f"rail {self.c._mesh.chan_name(c)} failed during {req.name} "
                      f"#{req.seq}; re-running it on another rail")
 
     def _close_fds(self, c):
-        for p in range(self.size):
-            if p != self.rank:
-                self._engine.set_endpoint(c * self.size + p, None)
-        self._mesh.close_channel(c)
+        for p in range(self.c.size):
+            if p != self.c.rank:
+                self.c._engine.set_endpoint(c * self.c.size + p, None)
+        self.c._mesh.close_channel(c)
 
-    def _start_guard(self):
-        if self._failover:
-            threading.Thread(target=_guard, args=(weakref.ref(self),), name="nezha-guard",
+    def start_guard(self):
+        if self.c._failover:
+            threading.Thread(target=_guard, args=(weakref.ref(self.c),), name="nezha-guard",
                              daemon=True).start()
 
-    def _help_idle(self, req, flags=0):
+    def help_idle(self, req, flags=0):
         """This rank is in no collective (idle, in a send/recv, or closing): vote as what it
         is, and take part in the re-run a rank behind needs. True if a rank was behind."""
-        table, _ = self._vote(req, self._st.ncoll, 0, flags)
+        table, _ = self._vote(req, self.c._st.ncoll, 0, flags)
         k = min(c for c, _, _ in table)
-        if k < self._st.ncoll:
+        if k < self.c._st.ncoll:
             self._help_behind(table, k, req)
-        return k < self._st.ncoll
+        return k < self.c._st.ncoll
 
-    def _p2p_voted(self, req, s, plan, rc, planfn, src):
+    def p2p_voted(self, req, s, plan, rc, planfn, src):
         """A send/recv stopped for a rank left behind: help it, then go on; on a channel the
         vote did not cut, if none of its bytes had moved (the peer plans its side after the
         vote, so it avoids the cut channel too)."""
         while rc == _eng.ERR_VOTE:
-            self._help_idle(req)
+            self.help_idle(req)
             chan = plan.slices[0][0]
-            if chan not in self._cut:
-                self._arm(False, None, False)
-                rc = self._progress(req, s, _eng.ERR_OK, False)
+            if chan not in self.cut:
+                self.c._arm(False, None, False)
+                rc = self.c._progress(req, s, _eng.ERR_OK, False)
                 continue
             if s.moved():
                 raise RailSystemError(
-                    f"nezha: rank {self.rank}: rail {self._mesh.chan_name(chan)} failed during "
+                    f"nezha: rank {self.c.rank}: rail {self.c._mesh.chan_name(chan)} failed during "
                     f"{req.name} #{req.seq}: a send/recv cannot move to another rail once its "
-                    "bytes have started", rail=self._mesh.chan_name(chan))
+                    "bytes have started", rail=self.c._mesh.chan_name(chan))
             plan = planfn()
-            s, _ = self._schedule(req, plan, src)
+            s, _ = self.c._schedule(req, plan, src)
             req.schedule = s
-            rc = self._run(req, s, False, plan)
+            rc = self.c._run(req, s, False, plan)
         return s
 
-    def _settle(self):
+    def settle(self):
         """Before closing: the last lazy collective may still be needed by a rank that could
         not finish it. Vote (as a rank in no collective) until no one is behind."""
-        if not self._failover or self._st.pending is None:
+        if not self.c._failover or self.c._st.pending is None:
             return
-        req = types.SimpleNamespace(name="close", seq=self._st.ncoll, schedule=None)
-        while self._help_idle(req, _eng.VOTE_CLOSING):
+        req = types.SimpleNamespace(name="close", seq=self.c._st.ncoll, schedule=None)
+        while self.help_idle(req, _eng.VOTE_CLOSING):
             pass
 
     def _mark_dead(self, chans, req, failed_here):
         why = {c: (w, p) for c, w, p, _, _ in failed_here}
         for c in chans:
-            if not self.planner.alive[c]:
+            if not self.c.planner.alive[c]:
                 continue
-            self.planner.alive[c] = False
-            if c in self._cut:  # closed and reported already
-                self._cut.discard(c)
+            self.c.planner.alive[c] = False
+            if c in self.cut:  # closed and reported already
+                self.cut.discard(c)
                 continue
             self._close_fds(c)
-            name = self._mesh.chan_name(c)
+            name = self.c._mesh.chan_name(c)
             w, p = why.get(c, ("reported by another rank", None))
-            self._events.append({"event": "down", "channel": name, "collective": req.name,
+            self.c._events.append({"event": "down", "channel": name, "collective": req.name,
                                  "seq": req.seq, "why": w, "peer": p, "time": time.time(),
                                  "detect_ms": next((ns / 1e6 for cc, _, _, _, ns in failed_here
                                                     if cc == c), None)})
             log.warn("HEALTH", f"rail {name} failed during {req.name} #{req.seq} "
                      f"({w}{'' if p is None else f' with rank {p}'}); rerouting to "
-                     f"{[self._mesh.chan_name(x) for x, a in enumerate(self.planner.alive) if a]}")
-        self._forget_plans()
-        self.planner.model.set_channels(self.planner.alive)
-        if not any(self.planner.alive):
+                     f"{[self.c._mesh.chan_name(x) for x, a in enumerate(self.c.planner.alive) if a]}")
+        self.c._forget_plans()
+        self.c.planner.model.set_channels(self.c.planner.alive)
+        if not any(self.c.planner.alive):
             raise RailSystemError(
-                f"nezha: rank {self.rank}: every rail failed during {req.name} #{req.seq} "
-                f"({', '.join(self._mesh.chan_name(c) for c in range(self.nchan))}): "
+                f"nezha: rank {self.c.rank}: every rail failed during {req.name} #{req.seq} "
+                f"({', '.join(self.c._mesh.chan_name(c) for c in range(self.c.nchan))}): "
                 "no path is left to the other ranks")
 
     def _readmit(self, iheard, req):
         """Reconnect dead channels whose rail every rank has heard well for a while."""
-        back = [c for c, alive in enumerate(self.planner.alive)
-                if not alive and iheard >> (c // self._mesh.nconns) & 1]
+        back = [c for c, alive in enumerate(self.c.planner.alive)
+                if not alive and iheard >> (c // self.c._mesh.nconns) & 1]
         if not back:
             return
-        self._generation += 1
-        socks = self._mesh.reconnect(back, self._generation, self._boot.secret)
+        self.generation += 1
+        socks = self.c._mesh.reconnect(back, self.generation, self.c._boot.secret)
         for (peer, c), sock in socks.items():
-            self._engine.set_endpoint(c * self.size + peer, self._mesh.tcp_endpoint(sock, peer, c))
+            self.c._engine.set_endpoint(c * self.c.size + peer, self.c._mesh.tcp_endpoint(sock, peer, c))
         for c in back:
-            self.planner.alive[c] = True
-            name = self._mesh.chan_name(c)
-            down = next((e for e in reversed(self._events)
+            self.c.planner.alive[c] = True
+            name = self.c._mesh.chan_name(c)
+            down = next((e for e in reversed(self.c._events)
                          if e["event"] == "down" and e["channel"] == name), None)
-            self._events.append({"event": "up", "channel": name, "seq": req.seq,
+            self.c._events.append({"event": "up", "channel": name, "seq": req.seq,
                                  "time": time.time(),
                                  "down_s": None if down is None else time.time() - down["time"]})
             log.warn("HEALTH", f"rail {name} answers again: re-admitted (cold) after "
                      f"{req.name} #{req.seq}")
-        self._forget_plans()
-        self.planner.model.set_channels(self.planner.alive)
+        self.c._forget_plans()
+        self.c.planner.model.set_channels(self.c.planner.alive)
 
     def _vote_error(self, rc, req):
-        _, peer, eno, _ = self._engine.error()
+        _, peer, eno, _ = self.c._engine.error()
         name = f"{req.name} #{req.seq}"
-        who = f"rank {peer} ({self._mesh.peer_name(peer)})" if peer >= 0 else "a rank"
+        who = f"rank {peer} ({self.c._mesh.peer_name(peer)})" if peer >= 0 else "a rank"
         if rc == _eng.ERR_CLOSED:
-            msg = self._pending_abort(peer, 0.3) if peer >= 0 else None
+            msg = self.c._pending_abort(peer, 0.3) if peer >= 0 else None
             if msg is not None:
                 from nezha.diagnose import _remote_error
-                return _remote_error(msg, peer, self._mesh.peer_name(peer), req)
-            return PeerError(f"nezha: rank {self.rank}: {who} closed every connection during "
+                return _remote_error(msg, peer, self.c._mesh.peer_name(peer), req)
+            return PeerError(f"nezha: rank {self.c.rank}: {who} closed every connection during "
                              f"{name}: that process exited or died", peer=peer)
         if rc == _eng.ERR_TIMEOUT and eno == 113:  # EHOSTUNREACH: silent on every rail
             return RailSystemError(
-                f"nezha: rank {self.rank}: {who} is unreachable on every rail "
-                f"({', '.join(r.name for r in self._mesh.rails)}) during {name}: the last "
+                f"nezha: rank {self.c.rank}: {who} is unreachable on every rail "
+                f"({', '.join(r.name for r in self.c._mesh.rails)}) during {name}: the last "
                 "rail to it failed", peer=peer)
-        return NezhaTimeout(f"nezha: rank {self.rank}: {name}: {who} did not report how it "
-                            f"finished within {self.timeout:g} s (NEZHA_TIMEOUT)")
+        return NezhaTimeout(f"nezha: rank {self.c.rank}: {name}: {who} did not report how it "
+                            f"finished within {self.c.timeout:g} s (NEZHA_TIMEOUT)")

@@ -3,6 +3,7 @@ a fresh one per lab job, and the warning when torchrun gives none (docs/security
 import os
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -92,6 +93,7 @@ def test_lab_jobs_get_a_fresh_secret(clean):
 
     class Lab:
         ifnames, name = ["rail0"], "t"
+        spec = types.SimpleNamespace(ina=())  # no INA service in this lab
     a, b = job_env(Lab()), job_env(Lab())
     assert len(a["NEZHA_JOB_SECRET"]) == 64 and a["NEZHA_JOB_SECRET"] != b["NEZHA_JOB_SECRET"]
     given = job_env(Lab(), {"NEZHA_JOB_SECRET": "cd" * 16})
