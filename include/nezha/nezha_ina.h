@@ -1076,11 +1076,12 @@ typedef struct {
     int tries;
 } ina_slotstate_t;
 
-/* Fast retransmit: a chunk still without result when results came for chunks sent this
- * many transmissions after it was lost (or its result was): resend it without waiting for
- * the timer, once per chunk (then the timer): results come in sending order, as every rank
- * sends chunks in the same order, but a slot stalled by another rank's loss would otherwise
- * be resent on every few results. */
+/* Fast retransmit: a chunk still without result when results came for chunks sent two
+ * windows + INA_DUPTHRESH transmissions after it was probably lost (or its result was):
+ * resend it without waiting for the timer, once per chunk (then the timer). Results do not
+ * come back in this rank's sending order: a chunk completes when the slowest rank sends it,
+ * and a loss on one rank delays its slot there, so the ranks' slots drift apart; with a
+ * threshold of 3 (TCP's) half the resends were spurious at 1 % loss (docs/ina.md). */
 #define INA_DUPTHRESH 3
 
 #define INA_TX_BATCH 64
@@ -1288,7 +1289,8 @@ static int ina_client_allreduce(ina_client_t *c, void *buf, size_t count, int dt
             }
         }
         for (int s = 0; s < W; s++) {
-            if (ss[s].chunk >= 0 && ss[s].tries == 0 && ss[s].stamp + INA_DUPTHRESH < done_stamp) {
+            if (ss[s].chunk >= 0 && ss[s].tries == 0 &&
+                ss[s].stamp + 2 * (uint64_t)W + INA_DUPTHRESH < done_stamp) {
                 ss[s].tries++;
                 c->st.fast_retrans++;
                 INA_SEND_CHUNK(s, ss[s].chunk, 0);
