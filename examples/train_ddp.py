@@ -11,6 +11,7 @@ allreduce time of one step's gradients alone. --width scales the fully connected
 which holds most parameters: wider makes the step more communication-bound.
 """
 import argparse
+import json
 import time
 
 import torch
@@ -54,6 +55,7 @@ def main():
     ap.add_argument("--width", type=int, default=512)
     ap.add_argument("--bucket-mb", type=float, default=25.0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--losses", help="write rank 0's per-step losses (JSON) to this file")
     args = ap.parse_args()
 
     if args.backend == "nezha":
@@ -113,6 +115,9 @@ def main():
               f"{exposed * 1e3:.1f} ms ({100 * exposed / t_step:.0f} %)  "
               f"allreduce of all gradients alone {t_ar * 1e3:.1f} ms")
         print(f"loss first {losses[0]:.4f} last {losses[-1]:.4f}")
+        if args.losses:
+            with open(args.losses, "w") as f:
+                json.dump(losses, f)
     dist.destroy_process_group()
 
 

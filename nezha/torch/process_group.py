@@ -203,9 +203,37 @@ class ProcessGroupNezha(dist.ProcessGroup):
     all_gather_single = _allgather_base
 
     def allgather_coalesced(self, output_lists, input_tensors, opts=None):
-        """Several list allgathers as one Work."""
-        works = [self.allgather([outs], [t], opts) for outs, t in zip(output_lists, input_tensors)]
-        return self._chain("allgather_coalesced", works, output_lists)
+        """output_lists[i][j] = input j of rank i: one allgather of the packed inputs."""
+        n = self.size()
+        if len(output_lists) != n or any(len(o) != len(input_tensors) for o in output_lists):
+            raise ValueError(f"nezha: allgather_coalesced: needs {n} output lists of "
+                             f"{len(input_tensors)} tensors each")
+        for t in input_tensors:
+            check_device(t)
+        if len({t.dtype for t in input_tensors}) > 1:
+            raise TypeError("nezha: allgather_coalesced: the input tensors have different "
+                            "dtypes; call it once per dtype")
+        for i, outs in enumerate(output_lists):
+            for o, t in zip(outs, input_tensors):
+                check_device(o, "allgather_coalesced output")
+                if o.numel() != t.numel() or o.dtype != t.dtype:
+                    raise ValueError(f"nezha: allgather_coalesced: output {i} holds {o.dtype} x "
+                                     f"{o.numel()} where the input is {t.dtype} x {t.numel()}")
+        dtype = input_tensors[0].dtype if input_tensors else torch.float32
+        packed = torch.cat([_flat(t) for t in input_tensors]) if input_tensors else \
+            torch.empty(0, dtype=dtype)
+        m = packed.numel()
+        flat = torch.empty(n * m, dtype=dtype)
+
+        def finish():
+            for i, outs in enumerate(output_lists):
+                off = i * m
+                for o in outs:
+                    o.copy_(flat[off:off + o.numel()].view_as(o))
+                    off += o.numel()
+        return self._run("allgather_coalesced",
+                         lambda c: [c.iallgather(as_buffer(packed), as_buffer(flat))], finish,
+                         output_lists)
 
     def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
         """Several into-one-tensor allgathers as one Work."""
