@@ -149,3 +149,18 @@ def test_mismatched_shapes_raise_on_every_rank():
         msg = res["result"]["mismatch"]
         assert msg and msg.startswith("CollectiveMismatch"), f"rank {r}: {msg}"
         assert "count=100" in msg and "count=107" in msg
+
+
+def test_env_from_mpi(monkeypatch):
+    from nezha.torch.launch import env_from_mpi
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "3")
+    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "4")
+    monkeypatch.setenv("OMPI_COMM_WORLD_LOCAL_RANK", "1")
+    assert env_from_mpi()
+    assert (os.environ["RANK"], os.environ["WORLD_SIZE"], os.environ["LOCAL_RANK"]) == ("3", "4", "1")
+    monkeypatch.setenv("RANK", "0")  # torchrun's own values win
+    monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "2")
+    env_from_mpi()
+    assert os.environ["RANK"] == "0"
