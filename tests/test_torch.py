@@ -137,6 +137,13 @@ def test_ddp_50_steps_same_losses_as_gloo(n, other):
             assert abs(a - b) <= 1e-4 * abs(b), (a, b)
 
 
+@pytest.mark.parametrize("n", [2, 3])
+def test_ddp_uneven_inputs_join_same_as_gloo(n):
+    for res in run(n, "ddp", timeout=90):
+        assert res["result"]["join_moved"] > 1e-3
+        assert res["result"]["join_max_abs_diff"] < 1e-5
+
+
 def test_non_cpu_tensor_raises_naming_device():
     for res in run(2, "errors"):
         msg = res["result"]["device"]

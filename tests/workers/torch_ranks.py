@@ -254,6 +254,22 @@ def ddp(rank, n):
         losses[name] = ls
     out["losses"] = losses
     nezha.torch.hook.forget(None)
+    # uneven inputs: rank r has 3 + 2r batches; DDP's join() shadows the missing allreduces
+    params = {}
+    for name, pg in (("nezha", None), ("gloo", gloo)):
+        m = DDP(net(), process_group=pg)
+        o = torch.optim.SGD(m.parameters(), lr=0.1)
+        with m.join():
+            for step in range(3 + 2 * rank):
+                x, y = batch(2000 + step, rank)
+                o.zero_grad()
+                nn.functional.cross_entropy(m(x), y).backward()
+                o.step()
+        params[name] = [p.detach().clone() for p in m.module.parameters()]
+    out["join_max_abs_diff"] = max((a - b).abs().max().item()
+                                   for a, b in zip(params["nezha"], params["gloo"]))
+    out["join_moved"] = max((a - b).abs().max().item()
+                            for a, b in zip(params["nezha"], net().parameters()))
     return out
 
 
