@@ -121,6 +121,12 @@ class Communicator(Executor, Diagnose):
         # repeated blocking allreduce on the same buffers (fastpath.pxi)
         self._fast = _eng.FastPath(self._st, self._engine, self.planner.model,
                                    self._failover)
+        # the INA rail shares large allreduces with the TCP rails (nezha/rails/ina/offload.py)
+        self._ina = None
+        if "ina" in cfg["RAILS"] and cfg["INA_ADDR"] and self.size > 1:
+            from nezha.rails.ina.offload import InaOffload
+            self._ina = InaOffload(self, cfg["INA_ADDR"], int(cfg["INA_MIN_BYTES"]),
+                                   cfg["INA_TIMEOUT"])
         self._fo.start_guard()
 
     # ---- properties ------------------------------------------------------------------
@@ -200,11 +206,14 @@ class Communicator(Executor, Diagnose):
                     s.add_avg(o, cnt, float(self.size))
             return build
 
-        return self._submit("allreduce", _eng.COLL_ALLREDUCE, dt, op, count, -1,
-                            lambda: self.planner.allreduce(count, es), into(address(out)),
-                            result, [a, out], ckey=(address(a), address(out)), src=a,
-                            inplace=address(out) == address(a),
-                            retarget=lambda: _into_scratch(into, count * es))
+        req = self._submit("allreduce", _eng.COLL_ALLREDUCE, dt, op, count, -1,
+                           lambda: self.planner.allreduce(count, es), into(address(out)),
+                           result, [a, out], ckey=(address(a), address(out)), src=a,
+                           inplace=address(out) == address(a),
+                           retarget=lambda: _into_scratch(into, count * es))
+        if self._ina is not None:
+            req.ina = (a, out, dt, op)  # the executor decides at run time (executor.py)
+        return req
 
     def reduce(self, sendbuf, recvbuf=None, op=ReduceOp.SUM, root=0):
         """Reduce sendbuf over all ranks into recvbuf on root (in place when None there)."""
@@ -521,6 +530,8 @@ class Communicator(Executor, Diagnose):
         with self._st.cv:
             self._st.closed = True
             self._st.cv.notify_all()
+        if getattr(self, "_ina", None) is not None:
+            self._ina.close()
         if getattr(self, "_engine", None) is not None:
             self._engine.close()
         if self._mesh is not None:

@@ -222,8 +222,20 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
         "loopback addresses instead of the NICs: tests, fault injection and trying nezha on "
         "one machine; only when named), ina (the in-network aggregation service), rdma (RDMA "
         "devices); all allows every kind but loop, and a leading ^ every kind except the "
-        "listed ones (^shm: ranks on one host talk over tcp too). ina and rdma are not built "
-        "yet.")),
+        "listed ones (^shm: ranks on one host talk over tcp too). ina is used when "
+        "NEZHA_INA_ADDR is set; rdma is not built yet.")),
+    Param("INA_ADDR", "str", "", syntax="host:port[,host:port]", help=(
+        "The in-network aggregation service (`nezha ina serve`; `nezha lab up --ina RAIL` "
+        "starts one and sets this), one address per rail; port 17017 if omitted. With ina in "
+        "NEZHA_RAILS large allreduces are split between the TCP rails and it by their "
+        "measured rates; no service there is an error at start naming the address.")),
+    Param("INA_MIN_BYTES", "size", "1M", help=(
+        "Smallest share of an allreduce given to the INA rail; an allreduce under twice this "
+        "stays on the TCP rails (it would not pay for the agreement after it).")),
+    Param("INA_TIMEOUT", "float", "0.5", bound="> 0", help=(
+        "Seconds without progress after which the INA rail counts as failed in a collective "
+        "(its range is then re-run on the TCP rails, exactly, and the rail tried again "
+        "later). Keep it several retransmission timeouts long.")),
     Param("LOOP_RAILS", "int", "2", bound=">= 1", help=(
         "How many rails NEZHA_RAILS=loop makes, on the loopback addresses 127.0.0.1, "
         "127.0.0.2, ... (named loop0, loop1, ...).")),

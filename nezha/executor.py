@@ -5,6 +5,7 @@ Whoever finds the queue idle runs it: a blocking call in its own thread (no hand
 non-blocking one through the progress thread.
 """
 import threading
+import time
 import types
 
 from nezha import log
@@ -13,7 +14,8 @@ from nezha.buffers import address
 from nezha.costmodel import GLOBAL_MIN_BYTES
 from nezha.planner import ALGO_RD, Plan
 from nezha.request import Request
-from nezha.types import DType, ReduceOp
+from nezha.algorithms import slices
+from nezha.types import DType, ReduceOp, dtype_from_numpy
 
 
 class Executor:
@@ -91,6 +93,8 @@ class Executor:
         return s, ranges
 
     def _execute(self, req):
+        if req.ina is not None:
+            return self._execute_offload(req)
         coll, dt, op, count, root, planfn, build, ckey, src, inplace = req.spec
         # Same call on the same buffers as before, and the model has not changed since:
         # run the schedule built then (small collectives are dominated by this cost).
@@ -124,7 +128,7 @@ class Executor:
         final = self._conclude(req, s, plan, ranges, lazy, voting, snap, rc)
         self._feed_model(plan, count)
         if (coll == _eng.COLL_ALLREDUCE and key is not None and final is plan
-                and (lazy or not voting) and not self._feeds(plan, count)
+                and not req.offloaded and (lazy or not voting) and not self._feeds(plan, count)
                 and dt != DType.BFLOAT16 and not log.enabled("INFO", "COLL")):
             # next time on these buffers: the fast path (fastpath.pxi). What it keeps of
             # this call must not hold the buffers (the user may drop them): no src.
@@ -132,6 +136,54 @@ class Executor:
             tmpl = types.SimpleNamespace(name=req.name, spec=req.spec[:8] + (None, inplace),
                                          retarget=req.retarget)
             self._fast.put(a, out, ReduceOp(op), s, plan, ranges, lazy, voting, tmpl)
+
+    def _execute_offload(self, req):
+        """An allreduce the INA rail may share (nezha/rails/ina/offload.py): decided here, at
+        run time, where every rank has the same agreed rates (not at the call: non-blocking
+        calls run ahead of the runs). The TCP rails reduce [0, k) while INA does [k, n)."""
+        a, out, dt, op = req.ina
+        req.ina = None
+        off = self._ina
+        coll, _, _, n, root, _, build, ckey, src, inplace = req.spec
+        es = a.itemsize
+        k = off.split(n, es, dt, op)
+        if k is None:
+            off.eligible(n, es, dt, op)
+            return self._execute(req)
+        req.offloaded = True
+        req.spec = (coll, int(dt), int(op), k, root, lambda: self.planner.allreduce(k, es),
+                    build, ckey, src, inplace)
+        job = off.start(a, out, k, n, dt, op)
+        t0 = time.perf_counter_ns()
+        try:
+            self._execute(req)
+        except BaseException:
+            off.wait(job)  # its thread writes into out: never past the call's return
+            raise
+        off.finish(job, out, time.perf_counter_ns() - t0,
+                   lambda buf, lo, hi: self._internal_allreduce(buf[lo:hi], "ina re-run", op))
+
+    def _internal_allreduce(self, arr, name, op=ReduceOp.SUM):
+        """Allreduce arr (contiguous numpy) in place over the TCP rails, inside a run: the
+        INA rail's agreements and re-runs. A regular collective (it votes and reroutes like
+        any other), numbered apart from the caller's, never cached."""
+        es, dt = arr.itemsize, dtype_from_numpy(arr.dtype)
+        self._nint = getattr(self, "_nint", 0) + 1
+        req = Request(self, name, 0xC0000000 | (self._nint & 0x3FFFFFFF), arr)
+        base = address(arr)
+        hier = self._hier
+
+        def build(s, algo, chan, off, cnt, src):
+            o = base + off * es
+            slices.allreduce(s, algo, chan, o, address(src) + off * es, cnt, es, hier)
+            if op == ReduceOp.AVG:
+                s.add_avg(o, cnt, float(self.size))
+
+        req.spec = (_eng.COLL_ALLREDUCE, int(dt), int(op), arr.size, -1,
+                    lambda: self.planner.allreduce(arr.size, es), build, None, arr, True)
+        last = self._st.last_plan
+        self._execute(req)
+        self._st.last_plan = last
 
     def _conclude(self, req, s, plan, ranges, lazy, voting, snap, rc):
         """After the run of a collective: agree on the outcome (unless it was lazy and

@@ -17,6 +17,8 @@ class Request:
         self.keep = ()              # buffers that must outlive the run
         self.retarget = None        # () -> build writing into scratch (collectives that can be lazy)
         self.error = None
+        self.ina = None             # (a, out, dtype, op): an allreduce the INA rail may share
+        self.offloaded = False      # part of it ran on the INA rail
         self._done = False
 
     def _finish(self, error=None):

@@ -1,0 +1,176 @@
+"""The communicator's side of an INA rail: which allreduces go to it, how much of each, the
+agreement after each one, and re-admission after a failure.
+
+An allreduce of n elements is split at k: the TCP rails (the engine) reduce [0, k) while
+the INA service reduces [k, n) on a thread of its own (its C loop runs without the GIL).
+k comes from the two paths' measured rates, so both finish together: the offloaded path
+moves S per rank each way, the ring 2(N-1)/N * S, and the rates measured include that.
+
+Every decision is taken alike on every rank, from numbers every rank holds alike: after each
+split collective the ranks sum, over the TCP rails, an int64 vector (INA failed here?, TCP
+ns, INA ns). The same sums give the same rates, hence the same k next time; a failure
+anywhere makes every rank re-run [k, n) on the TCP rails from its saved input (exact
+result), drop the INA rail, and try it again every READMIT_EVERY eligible collectives.
+"""
+import threading
+import time
+
+import numpy as np
+
+from nezha import log
+from nezha.errors import NezhaError
+from nezha.rails.ina.client import InaClient, parse_addrs, reduce_support
+
+READMIT_EVERY = 16   # eligible collectives between tries to register again after a failure
+EWMA = 0.5           # weight of the newest agreed rate
+
+
+class InaOffload:
+    """One INA rail of a communicator (the first address of NEZHA_INA_ADDR)."""
+
+    def __init__(self, comm, addr_text, min_bytes, timeout):
+        addrs = parse_addrs(addr_text)
+        if not addrs:
+            raise NezhaError("nezha: NEZHA_RAILS names ina but NEZHA_INA_ADDR is empty: give "
+                             "the service's address (host:port, one per rail)")
+        self.comm = comm
+        self.addr = addrs[0]
+        self.min_bytes = int(min_bytes)
+        self.timeout = float(timeout)
+        self.generation = 0
+        self.client = None
+        self.alive = False
+        self.since_fail = 0
+        # agreed rates, bytes of the whole buffer per second of each path (None: not yet)
+        self.rate_tcp = None
+        self.rate_ina = None
+        self.offloads = 0
+        self.failures = 0
+        self._open(init=True)
+        self.alive = True
+
+    @property
+    def address(self):
+        return f"{self.addr[0]}:{self.addr[1]}"
+
+    def _open(self, init=False):
+        """Register a new job (a fresh tag per generation, so no datagram of a failed one is
+        ever counted in it). At init a missing service is an error naming the address."""
+        c = self.comm
+        self.generation += 1
+        try:
+            self.client = InaClient(self.addr, secret=c._boot.secret, rank=c.rank, size=c.size,
+                                    tag=f"nz{self.generation}", timeout=max(self.timeout, 2.0))
+            self.client.timeout = self.timeout  # no progress for this long: the rail failed
+            ok = True
+        except NezhaError as exc:
+            if init:
+                raise type(exc)(f"nezha: rank {c.rank}: no INA service answers at "
+                                f"{self.address} (NEZHA_INA_ADDR): {exc}") from None
+            log.info("HEALTH", f"INA service at {self.address} still unavailable: {exc}")
+            self.client, ok = None, False
+        return ok
+
+    def split(self, count, es, dt, op):
+        """Elements [k, count) go to INA: k, or None to leave the whole collective to TCP."""
+        if not self.alive or count * es < 2 * self.min_bytes or not reduce_support(dt, op):
+            return None
+        if self.rate_tcp is None or self.rate_ina is None:
+            f = 0.5  # cold: half each, measured, then split by the measured rates
+        else:
+            f = self.rate_ina / (self.rate_ina + self.rate_tcp)
+        k = int(count * (1.0 - f))
+        if (count - k) * es < self.min_bytes:
+            k = count - (self.min_bytes + es - 1) // es
+        return max(0, min(k, count))
+
+    def start(self, a, out, k, n, dt, op):
+        """Put [k, n) on the service now; returns the job for finish()."""
+        snap = None
+        if out is a:
+            snap = a[k:n].copy()  # in place: INA overwrites it, a re-run needs the input
+        else:
+            out[k:n] = a[k:n]
+        job = dict(k=k, n=n, snap=snap, t0=time.perf_counter_ns(), t1=None, err=None)
+
+        def run(client=self.client):
+            try:
+                client.allreduce(out, op, dt, start=k, stop=n)
+            except BaseException as exc:  # noqa: BLE001 - finish() reports it
+                job["err"] = exc
+            job["t1"] = time.perf_counter_ns()  # its own end: finish() may come later
+
+        job["thread"] = t = threading.Thread(target=run, name="nezha-ina", daemon=True)
+        t.start()
+        return job
+
+    @staticmethod
+    def wait(job):
+        """Until the INA part ended (its own timeout bounds it)."""
+        job["thread"].join()
+
+    def finish(self, job, out, tcp_ns, rerun):
+        """After the TCP part: wait for INA, agree with every rank, re-run [k, n) on TCP
+        (rerun(view)) if INA failed anywhere, learn the rates."""
+        k, n = job["k"], job["n"]
+        self.wait(job)
+        failed = int(job["err"] is not None)
+        if failed:
+            log.warn("HEALTH", f"INA rail at {self.address} failed: {job['err']}")
+        ina_ns = job["t1"] - job["t0"]
+        agreed = np.array([failed, tcp_ns, ina_ns], np.int64)
+        self.comm._internal_allreduce(agreed, "ina agreement")
+        es = out.itemsize
+        if agreed[0]:
+            self.failures += 1
+            if job["snap"] is not None:
+                out[k:n] = job["snap"]
+            rerun(out, k, n)   # every rank: the range again, over the TCP rails
+            self._drop()
+            return
+        self.offloads += 1
+        size = self.comm.size
+        tcp_rate = k * es / max(agreed[1] / size, 1) * 1e9
+        ina_rate = (n - k) * es / max(agreed[2] / size, 1) * 1e9
+        if k > 0:
+            self.rate_tcp = tcp_rate if self.rate_tcp is None else (
+                EWMA * tcp_rate + (1 - EWMA) * self.rate_tcp)
+        self.rate_ina = ina_rate if self.rate_ina is None else (
+            EWMA * ina_rate + (1 - EWMA) * self.rate_ina)
+
+    def _drop(self):
+        self.alive = False
+        self.since_fail = 0
+        if self.client is not None:
+            try:
+                self.client.close()
+            except Exception:  # noqa: BLE001 - it failed already; nothing to keep
+                pass
+            self.client = None
+        self.rate_ina = None
+        log.warn("HEALTH", f"INA rail at {self.address} left out; trying it again every "
+                 f"{READMIT_EVERY} large allreduces")
+
+    def eligible(self, count, es, dt, op):
+        """Called for every allreduce alike on every rank: counts toward re-admission."""
+        if self.alive or count * es < 2 * self.min_bytes or not reduce_support(dt, op):
+            return
+        self.since_fail += 1
+        if self.since_fail < READMIT_EVERY:
+            return
+        self.since_fail = 0
+        ok = np.array([0 if self._open() else 1], np.int64)
+        self.comm._internal_allreduce(ok, "ina re-admission")
+        if ok[0] == 0:
+            self.alive = True
+            log.warn("HEALTH", f"INA rail at {self.address} answers again: re-admitted (cold)")
+        elif self.client is not None:
+            self.client.close()
+            self.client = None
+
+    def close(self):
+        if self.client is not None:
+            try:
+                self.client.close()
+            finally:
+                self.client = None
