@@ -1081,7 +1081,8 @@ typedef struct {
  * resend it without waiting for the timer, once per chunk (then the timer). Results do not
  * come back in this rank's sending order: a chunk completes when the slowest rank sends it,
  * and a loss on one rank delays its slot there, so the ranks' slots drift apart; with a
- * threshold of 3 (TCP's) half the resends were spurious at 1 % loss (docs/ina.md). */
+ * threshold of 3 (TCP's) half the resends were spurious at 1 % loss (docs/ina.md). A
+ * message that fits one window keeps the threshold of 3. */
 #define INA_DUPTHRESH 3
 
 #define INA_TX_BATCH 64
@@ -1196,6 +1197,9 @@ static int ina_client_allreduce(ina_client_t *c, void *buf, size_t count, int dt
     uint8_t *base = (uint8_t *)buf;
     int64_t done = 0, now = ina_now_us(), last_progress = now;
     uint64_t stamp = 0, done_stamp = 0;
+    /* the message in one window: every chunk is sent at once and results come back in about
+     * that order; else the slots drift apart between ranks (see INA_DUPTHRESH) */
+    uint64_t fr_thresh = INA_DUPTHRESH + (nch <= W ? 0 : 2 * (uint64_t)W);
     ina_hdr_t h;
     memset(&h, 0, sizeof h);
     h.magic = INA_MAGIC;
@@ -1289,8 +1293,7 @@ static int ina_client_allreduce(ina_client_t *c, void *buf, size_t count, int dt
             }
         }
         for (int s = 0; s < W; s++) {
-            if (ss[s].chunk >= 0 && ss[s].tries == 0 &&
-                ss[s].stamp + 2 * (uint64_t)W + INA_DUPTHRESH < done_stamp) {
+            if (ss[s].chunk >= 0 && ss[s].tries == 0 && ss[s].stamp + fr_thresh < done_stamp) {
                 ss[s].tries++;
                 c->st.fast_retrans++;
                 INA_SEND_CHUNK(s, ss[s].chunk, 0);
