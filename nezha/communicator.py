@@ -19,6 +19,7 @@ from nezha.planner import ALGO_DIRECT, ALGO_NAMES, ALGO_RD, ALGO_TREE, Plan, Pla
 from nezha.rails.tcp.device import TcpRail
 from nezha.topo import bind as topo_bind
 from nezha.topo import rails as topo_rails
+from nezha.topo import rateprobe as topo_rateprobe
 from nezha.transports.loop import loop_rails
 from nezha.types import DType, ReduceOp, check_op_dtype
 
@@ -127,6 +128,8 @@ class Communicator(Executor, Diagnose):
             from nezha.rails.ina.offload import InaOffload
             self._ina = InaOffload(self, cfg["INA_ADDR"], int(cfg["INA_MIN_BYTES"]),
                                    cfg["INA_TIMEOUT"])
+        # no trusted nominal speed: a short timed allreduce seeds the prior (topo/rateprobe.py)
+        self.probe = topo_rateprobe.startup(self, cfg)
         self._fo.start_guard()
 
     # ---- properties ------------------------------------------------------------------
@@ -158,7 +161,7 @@ class Communicator(Executor, Diagnose):
         times = self._engine.channel_times_ns()
         return {"rank": self.rank, "size": self.size, "collectives": self._st.seq, "rails": rails,
                 "last_plan": repr(self._st.last_plan),
-                "model": self.planner.model.summary(),
+                "model": self.planner.model.summary(), "probe": dict(self.probe),
                 "alive": {self._mesh.chan_name(c): a for c, a in enumerate(self.planner.alive)},
                 "failover": self._failover, "events": list(self._events),
                 "fast_path_calls": self._fast.hits, "votes": self._st.votes,

@@ -44,6 +44,7 @@ class Rail:
     subnet: str
     ifnames: list[str]             # per rank
     speed_mbps: int | None         # slowest member's nominal speed, None if any is unknown
+                                   # or untrusted (a virtual NIC's: trusted_speed)
     kind: str
 
 
@@ -120,6 +121,16 @@ def local_report(interfaces=None, environ=None) -> list[dict]:
     return out
 
 
+TRUSTED_KINDS = ("ethernet", "infiniband")
+
+
+def trusted_speed(nic: dict) -> int | None:
+    """A reported NIC's speed if it means something: a physical NIC's negotiated link speed.
+    A virtual NIC's is made up (veth says 10000 Mb/s whatever tbf shapes it to), so it
+    counts as unknown, and NEZHA_PROBE=auto measures the rail at start-up instead."""
+    return nic["speed_mbps"] if nic.get("kind") in TRUSTED_KINDS else None
+
+
 def _natural(name):
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
 
@@ -186,7 +197,7 @@ def form(reports: list[list[dict]], hosts: list[str] | None = None,
     for i, s in enumerate(sorted(everywhere, key=lambda s: ipaddress.IPv4Network(s))):
         m = everywhere[s]
         ifn = [m[r]["name"] for r in range(n)]
-        speeds = [m[r]["speed_mbps"] for r in range(n)]
+        speeds = [trusted_speed(m[r]) for r in range(n)]
         kinds = {m[r]["kind"] for r in range(n)}
         rail = Rail(name=ifn[0] if len(set(ifn)) == 1 else f"rail{i}", subnet=s,
                     ifnames=ifn, speed_mbps=min(speeds) if None not in speeds else None,
@@ -233,7 +244,7 @@ def _agreed_speed(got, k) -> int | None:
         if k >= len(g["selected"]):
             return None   # ranks chose different numbers of rails: the mesh reports it
         nic = next((n for n in g["nics"] if n["name"] == g["selected"][k]), None)
-        speeds.append(nic and nic["speed_mbps"])
+        speeds.append(nic and trusted_speed(nic))
     return min(speeds) if speeds and None not in speeds else None
 
 

@@ -1,0 +1,144 @@
+"""Start-up rate probe: the cost model's prior where no nominal link speed can be trusted.
+
+A rail's nominal speed (rails.py: the slowest end's, agreed by every rank) seeds the cost
+model when every rail has one. Virtual NICs (the lab's veth say 10000 Mb/s whatever tbf
+shapes them to), NICs without a speed, and shaped links have none worth trusting; the first
+collectives would then be split evenly, which on 400 + 100 Mbit/s rails makes them 2.5x
+slower than the split the model learns a few collectives later.
+
+The probe, run once by every rank in Communicator() (NEZHA_PROBE):
+  1. one allreduce of NEZHA_PROBE_BYTES per channel, split evenly over every channel at once
+     (ring; all rails busy together, as in a striped collective). Equal bytes on every rail
+     make a shaper's burst (tbf lets its bucket through unshaped) inflate every rail's rate
+     by about the same factor, so the ratio, which is all a split uses, stays right;
+  2. the engine's per-channel finish times, agreed as int64 MAX over the ranks (the slowest
+     rank's view; exact, so every rank computes bit-identical seeds: ranks that planned
+     different splits would mismatch). A channel some rank did not time (a rail failed
+     during the probe) voids the probe for every rank alike;
+  3. rate = bytes per channel / agreed seconds, in Mbit/s, as the model's nominal rates
+     (CostModel.nominal): cold buckets split by them until measured rates replace them.
+Both steps are regular collectives (they vote and fail over like any other, and time out
+after NEZHA_TIMEOUT); neither is recorded by the model. Python runs here, once, never per
+chunk.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from nezha import log
+from nezha._core import engine as _eng
+from nezha.buffers import address
+from nezha.planner import ALGO_RD, ALGO_RING, Plan
+from nezha.request import Request
+from nezha.types import DType, ReduceOp
+
+SEQ_BASE = 0xA0000000  # request numbers of the probe's collectives (apart from the user's)
+
+
+def decide(mode: str, rails: list[tuple[str, int | None, bool]], nranks: int,
+           split: str = "measured") -> tuple[bool, str]:
+    """(probe or not, why). rails: (name, agreed nominal Mbit/s or None, is loopback) per rail.
+    A pure function of what every rank agrees on, so every rank decides alike."""
+    if mode == "off":
+        return False, "NEZHA_PROBE=off"
+    if nranks < 2:
+        return False, "one rank"
+    if len(rails) < 2:
+        return False, "one rail: nothing to split"
+    if mode == "on":
+        return True, "NEZHA_PROBE=on"
+    if split == "equal":
+        return False, "NEZHA_SPLIT=equal: the split ignores rates"
+    unknown = [name for name, speed, loop in rails if speed is None and not loop]
+    if all(loop for _, _, loop in rails):
+        return False, "loopback rails (one device: nothing to tell apart; NEZHA_PROBE=on probes)"
+    if not unknown:
+        return False, "nominal speeds known (" + ", ".join(
+            f"{name} {speed} Mbit/s" for name, speed, _ in rails) + ")"
+    return True, f"no trusted nominal speed on {', '.join(unknown)}"
+
+
+def rates_from_agreed(agreed: list[int], nchan: int, chan_bytes: int) -> list[float] | None:
+    """Per-channel Mbit/s from the agreed vector [max ns per channel] + [-min ns per channel];
+    None when some rank did not time some channel. Deterministic: the same on every rank."""
+    hi, lo = agreed[:nchan], [-x for x in agreed[nchan:2 * nchan]]
+    if len(hi) != nchan or any(x <= 0 for x in lo) or any(x <= 0 for x in hi):
+        return None
+    return [chan_bytes * 8e3 / ns for ns in hi]   # bytes / (ns * 1e-9) * 8e-6
+
+
+def probe(comm, nbytes: int) -> dict | None:
+    """Run the probe on a started communicator (every rank together); returns what it found
+    ({"mbps": per channel, "ms": wall time, ...}) and seeds comm.planner.model, or None when
+    it found nothing usable."""
+    t0 = time.perf_counter()
+    n, nchan = comm.size, comm.nchan
+    es = 4
+    cnt = max(int(nbytes) // es // n * n, n)    # per channel, a multiple of the ranks
+    buf = np.zeros(cnt * nchan, np.float32)
+    plan = Plan([(c, c * cnt, cnt) for c in range(nchan)], ALGO_RING, None, es)
+    _run(comm, "rate probe", SEQ_BASE, buf, DType.FLOAT32, ReduceOp.SUM, plan,
+         lambda s, algo, chan, off, c, src: _eng.ring_allreduce(
+             s, chan, address(buf) + off * es, address(src) + off * es, c))
+    mine = [t for t, _ in comm._engine.channel_times_ns()]
+    vec = np.array(mine + [-t for t in mine], np.int64)   # MAX of both: max and -min
+    agree = Plan([(comm.planner.best_channel(), 0, vec.size)], ALGO_RD, None, 8)
+    _run(comm, "rate probe agreement", SEQ_BASE + 1, vec, DType.INT64, ReduceOp.MAX, agree,
+         lambda s, algo, chan, off, c, src: _eng.rd_allreduce(
+             s, chan, address(vec) + off * 8, address(src) + off * 8, c))
+    mbps = rates_from_agreed([int(x) for x in vec], nchan, cnt * es)
+    ms = (time.perf_counter() - t0) * 1e3
+    names = [comm._mesh.chan_name(c) for c in range(nchan)]
+    if mbps is None:
+        log.warn("TOPO", f"rate probe: a rail was not timed on every rank (it failed during "
+                 f"the probe?); the prior stays {'nominal' if _has_nominal(comm) else 'equal'}")
+        return None
+    comm.planner.model.nominal = list(mbps)
+    comm.planner.model.version += 1
+    log.info("TOPO", f"rate probe ({cnt * es} B per channel over {n} ranks, {ms:.0f} ms): "
+             + ", ".join(f"{nm} {r:.0f} Mbit/s" for nm, r in zip(names, mbps))
+             + " -> cost-model prior split "
+             + ", ".join(f"{nm} {100 * r / sum(mbps):.1f}%" for nm, r in zip(names, mbps)))
+    return {"mbps": {nm: round(r, 1) for nm, r in zip(names, mbps)},
+            "bytes_per_channel": cnt * es, "ms": round(ms, 1),
+            "agreed_ns": [int(x) for x in vec[:nchan]]}
+
+
+def _has_nominal(comm):
+    return any(x != 1.0 for x in comm.planner.model.nominal)
+
+
+def _run(comm, name, seq, arr, dt, op, plan, build):
+    """One internal collective on arr in place, with a fixed plan, never cached or recorded."""
+    req = Request(comm, name, seq, arr)
+    req.spec = (_eng.COLL_ALLREDUCE, int(dt), int(op), arr.size, -1, lambda: plan, build, None,
+                arr, True)
+    with comm._st.lock:
+        comm._st.busy = True
+    last = comm._st.last_plan
+    try:
+        comm._execute(req)
+    finally:
+        comm._st.last_plan = last
+        with comm._st.lock:
+            comm._st.busy = False
+
+
+def startup(comm, cfg) -> dict:
+    """Decide and, if so, probe: {"probed": bool, "why": str, ...result}. Logged (TOPO)."""
+    rails = [(r.name, r.properties().speed_mbps, bool(getattr(getattr(r, "iface", None),
+                                                              "is_loopback", False)))
+             for r in comm._mesh.rails]
+    go, why = decide(cfg["PROBE"], rails, comm.size, cfg["SPLIT"])
+    out = {"probed": False, "why": why}
+    if not go:
+        log.info("TOPO", f"rate probe skipped: {why}")
+        return out
+    log.info("TOPO", f"rate probe: {why}")
+    nbytes = cfg["PROBE_BYTES"]
+    res = probe(comm, int(nbytes) if nbytes != float("inf") else 512 << 10)
+    if res is not None:
+        out.update(res, probed=True)
+    return out

@@ -1,0 +1,109 @@
+"""Start-up rate probe (nezha/topo/rateprobe.py): when it runs, and that every rank gets the
+same seeds. No timings are asserted."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from nezha.topo import rails, rateprobe
+
+from tests.spawn import ROOT, free_port
+
+WORKER = """
+import json, numpy as np, nezha
+c = nezha.Communicator()
+x = np.full(1 << 18, c.rank + 1, np.float32)
+c.allreduce(x)
+assert (x == sum(range(1, c.size + 1))).all()
+print("RESULT " + json.dumps({"probe": c.stats()["probe"],
+                              "nominal": [v.hex() for v in c.planner.model.nominal]}), flush=True)
+c.close()
+"""
+
+
+def run_ranks(n, env):
+    port = free_port()
+    procs = []
+    for r in range(n):
+        e = {k: v for k, v in os.environ.items() if not k.startswith("NEZHA_")}
+        e.update(PYTHONPATH=ROOT, RANK=str(r), WORLD_SIZE=str(n), MASTER_ADDR="127.0.0.1",
+                 MASTER_PORT=str(port), NEZHA_RAILS="loop", NEZHA_JOB_SECRET="00" * 16,
+                 NEZHA_HOST_ID=f"h{r}", NEZHA_TIMEOUT="30", **env)
+        for k in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"):
+            e.pop(k, None)
+        procs.append(subprocess.Popen([sys.executable, "-c", WORKER], env=e, text=True,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+    out = []
+    try:
+        for p in procs:
+            text, _ = p.communicate(timeout=60)
+            assert p.returncode == 0, text[-3000:]
+            out.append(next(json.loads(ln[7:]) for ln in text.splitlines()
+                            if ln.startswith("RESULT ")))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    return out
+
+
+def test_decide():
+    virt = [("rail0", None, False), ("rail1", None, False)]
+    known = [("eth0", 400, False), ("eth1", 100, False)]
+    loop = [("loop0", None, True), ("loop1", None, True)]
+    assert rateprobe.decide("auto", virt, 4) == (True, "no trusted nominal speed on rail0, rail1")
+    assert rateprobe.decide("auto", [("eth0", 400, False), ("eth1", None, False)], 4)[0]
+    go, why = rateprobe.decide("auto", known, 4)
+    assert not go and "nominal speeds known" in why
+    assert not rateprobe.decide("auto", loop, 4)[0]
+    assert rateprobe.decide("on", loop, 4) == (True, "NEZHA_PROBE=on")
+    assert rateprobe.decide("on", known, 4)[0]
+    assert rateprobe.decide("off", virt, 4) == (False, "NEZHA_PROBE=off")
+    assert not rateprobe.decide("auto", virt, 4, split="equal")[0]
+    assert not rateprobe.decide("on", virt[:1], 4)[0]     # one rail: nothing to split
+    assert not rateprobe.decide("on", virt, 1)[0]         # one rank: nothing to exchange
+
+
+def test_virtual_nic_speed_is_not_trusted():
+    # veth reports 10000 Mb/s whatever tbf shapes it to: the rail's speed is unknown, so
+    # auto probes; a physical NIC's speed stays the rail's nominal speed (no probe).
+    def host(i, kind, speed):
+        return [{"name": f"rail{r}", "address": f"10.{10 + r}.0.{i + 1}", "prefixlen": 24,
+                 "subnet": f"10.{10 + r}.0.0/24", "up": True, "speed_mbps": speed,
+                 "kind": kind, "default_route": False, "control": []} for r in range(2)]
+    f = rails.form([host(i, "virtual", 10000) for i in range(3)])
+    assert [r.speed_mbps for r in f.rails] == [None, None]
+    f = rails.form([host(i, "ethernet", 25000) for i in range(3)])
+    assert [r.speed_mbps for r in f.rails] == [25000, 25000]
+
+
+def test_rates_from_agreed():
+    # [max ns per channel] + [-min ns per channel]; 1 MB in 10 ms = 800 Mbit/s
+    assert rateprobe.rates_from_agreed([10_000_000, 40_000_000, -9_000_000, -38_000_000], 2,
+                                       1_000_000) == pytest.approx([800.0, 200.0])
+    # a channel one rank did not time (min 0): no seed, on every rank alike
+    assert rateprobe.rates_from_agreed([10_000_000, 40_000_000, -9_000_000, 0], 2, 1) is None
+
+
+def test_probe_on_every_rank_gets_the_same_seeds():
+    res = run_ranks(3, {"NEZHA_PROBE": "on", "NEZHA_LOOP_RAILS": "2"})
+    for r in res:
+        assert r["probe"]["probed"] and r["probe"]["why"] == "NEZHA_PROBE=on"
+        assert set(r["probe"]["mbps"]) == {"loop0", "loop1"}
+    # bit-identical seeds from the agreed (int64 MAX) times, whatever each rank timed
+    assert len({tuple(r["nominal"]) for r in res}) == 1
+    assert len({tuple(r["probe"]["agreed_ns"]) for r in res}) == 1
+    assert float.fromhex(res[0]["nominal"][0]) > 0
+
+
+@pytest.mark.parametrize("mode", ["auto", "off"])
+def test_no_probe(mode):
+    # auto on loopback rails (one device) and off: no probe, the prior stays equal
+    res = run_ranks(2, {"NEZHA_PROBE": mode})
+    for r in res:
+        assert not r["probe"]["probed"]
+        assert ("loopback" if mode == "auto" else "NEZHA_PROBE=off") in r["probe"]["why"]
+        assert [float.fromhex(v) for v in r["nominal"]] == [1.0, 1.0]
