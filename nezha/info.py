@@ -74,6 +74,7 @@ def collect() -> dict:
     if not spec and not rails["error"]:
         rails["selected"] = [r.name for r in formed.rails]
     return {
+        "prior": _prior(cfg, interfaces, rails["selected"]),
         "nezha": nezha.__version__,
         "python": platform.python_version(),
         "executable": sys.executable,
@@ -88,6 +89,21 @@ def collect() -> dict:
         "rails": rails,
         "rail_formation": formation,
     }
+
+
+def _prior(cfg, interfaces, selected) -> dict:
+    """Where the cost model's first split would come from with these rails (this host's
+    view; at start-up every rank's speeds are agreed): nominal speeds or the start-up probe."""
+    from nezha.topo import rails as topo_rails
+    from nezha.topo import rateprobe
+    report = {n["name"]: n for n in topo_rails.local_report(interfaces)}
+    rails = [(name, topo_rails.trusted_speed(report[name]) if name in report else None,
+              report.get(name, {}).get("kind") == "loopback") for name in selected]
+    try:
+        go, why = rateprobe.decide(cfg["PROBE"], rails, 2, cfg["SPLIT"])
+    except (KeyError, InvalidUsageError) as e:
+        return {"probe": None, "why": f"unknown ({e})"}
+    return {"probe": go, "why": why}
 
 
 def _text(d: dict) -> str:
@@ -137,6 +153,9 @@ def _text(d: dict) -> str:
             lines.append("  formed at start-up from the networks every host reaches; "
                          "this host alone offers the above")
             lines += [f"  {n}" for n in d["rail_formation"]["notes"]]
+    pr = d["prior"]
+    lines.append("cost-model prior: " + ("start-up rate probe (NEZHA_PROBE): " if pr["probe"]
+                                         else "no probe: ") + pr["why"])
     return "\n".join(lines)
 
 
