@@ -59,6 +59,18 @@ def _unfinished_at(table, k):
     return mask
 
 
+def _voted_slices(table, k, nslices, rank, name):
+    """_unfinished_at, refusing slices that collective k does not have: an authenticated but
+    buggy or hostile peer's vote must end in a clean error, not an IndexError (found by
+    tests/test_fuzz.py: a STATUS frame with mask bit 63 for a 1-slice collective)."""
+    mask = _unfinished_at(table, k)
+    if mask >> nslices:
+        p = next(p for p, (c, m, _) in enumerate(table) if c == k and m >> nslices)
+        raise PeerError(f"nezha: rank {rank}: rank {p} voted unfinished slices "
+                        f"{table[p][1]:#x} of {name}, which has {nslices}", peer=p)
+    return mask
+
+
 def _guard(ref):
     """While the caller is away (computing, or blocked elsewhere), a rank left behind in the
     lazy collective this rank returned from must not wait for it. Sleeps until a vote frame
@@ -181,7 +193,8 @@ class Failover:
                 if rc == _eng.ERR_VOTE:
                     rc = self._resume(req, s, plan, lazy)
                 continue
-            behind_mask = _unfinished_at(table, me)
+            behind_mask = _voted_slices(table, me, len(ranges), self.c.rank,
+                                        f"{req.name} #{req.seq}")
             if max(colls) > me:  # this rank is the one behind
                 if behind_mask and lazy:
                     self.c._engine.finish(s, [not (behind_mask >> i) & 1
@@ -254,6 +267,9 @@ class Failover:
         mask = _unfinished_at(table, k)
         if not mask:
             return  # they are only slower: they will finish on their own
+        if self.c._st.pending is not None and self.c._st.pending[0] == k:
+            _voted_slices(table, k, len(self.c._st.pending[3].slices), self.c.rank,
+                          f"collective {k}")
         if self.c._st.pending is None or self.c._st.pending[0] != k:
             raise NezhaError(f"nezha: rank {self.c.rank}: internal error: ranks need collective "
                              f"{k} re-run but this rank kept no input for it")
