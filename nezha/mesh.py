@@ -11,7 +11,7 @@ import socket
 
 from nezha import log
 from nezha.bootstrap import auth
-from nezha.errors import InvalidUsageError
+from nezha.errors import InvalidUsageError, PeerError
 from nezha._core.engine import TcpEndpoint
 from nezha.rails.tcp.connect import establish, tune
 from nezha.transports import fault, shm
@@ -36,6 +36,7 @@ class Mesh:
         self.faults = fault.FaultTable(faults) if faults else None
         try:
             self.peers = boot.allgather(me)
+            self._check_peers()
             self._check_rails()
             hosts = list(dict.fromkeys(p["host_id"] for p in self.peers))
             self.host_of = [hosts.index(p["host_id"]) for p in self.peers]
@@ -51,6 +52,24 @@ class Mesh:
                 r.close()
             raise
         # listeners stay open: a failed rail's channels reconnect through them
+
+    def _check_peers(self):
+        """Every rank's record has the shape of `me` above: a buggy or hostile (but
+        authenticated) rank is a PeerError naming it, not a TypeError somewhere later."""
+        fields = {"host": str, "pid": int, "host_id": str, "shm": bool, "shm_tag": str,
+                  "rails": list}
+        ok = isinstance(self.peers, list) and len(self.peers) == self.size
+        for i, p in enumerate(self.peers if ok else []):
+            good = isinstance(p, dict) and all(isinstance(p.get(k), t) for k, t in fields.items())
+            good = good and all(isinstance(r, dict) and isinstance(r.get("name"), str)
+                                and isinstance(r.get("addr"), str)
+                                and isinstance(r.get("port"), int) for r in p["rails"])
+            if not good:
+                raise PeerError(f"nezha: rank {self.rank}: rank {i} sent a malformed endpoint "
+                                "record at start-up (another nezha version, or not nezha)", peer=i)
+        if not ok:
+            raise PeerError(f"nezha: rank {self.rank}: the start-up exchange returned "
+                            f"{type(self.peers).__name__}, not {self.size} records")
 
     def _check_rails(self):
         counts = {len(p["rails"]) for p in self.peers}

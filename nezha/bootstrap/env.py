@@ -92,6 +92,10 @@ class EnvBootstrap(Bootstrap):
             try:
                 for (r, _, _), s in conns.items():
                     got = _recv_json(s, deadline)
+                    # an authenticated peer may still be buggy or hostile: a clean error
+                    if not (isinstance(got, list) and len(got) == 2):
+                        raise PeerError(f"nezha: bootstrap: rank {r} sent a malformed message",
+                                        peer=r)
                     if got[0] != self.round:
                         raise PeerError(f"nezha: bootstrap: rank {r} is in round {got[0]}, "
                                         f"rank 0 in round {self.round}", peer=r)
@@ -150,4 +154,7 @@ def _recv_json(s, deadline):
     (n,) = _LEN.unpack(_recv_exact(s, _LEN.size, deadline))
     if n > 64 << 20:
         raise PeerError("nezha: bootstrap: message too large")
-    return json.loads(_recv_exact(s, n, deadline))
+    try:
+        return json.loads(_recv_exact(s, n, deadline))
+    except ValueError:  # not JSON (UnicodeDecodeError is a ValueError too): a peer's bug
+        raise PeerError("nezha: bootstrap: a peer sent a message that is not JSON") from None
