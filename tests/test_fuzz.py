@@ -1,0 +1,327 @@
+"""Fuzzing: an authenticated, hostile peer (tests/fuzzpeer.py) against a real rank
+(tests/workers/fuzz_victim.py, a process of its own), and garbage datagrams against the INA
+service. Every case must end in "ok" or a nezha exception on the real rank, within a bound
+of its timeout, with the guard bytes around its buffers intact; the rank must not die.
+
+Seeded (NEZHA_FUZZ_SEED, default 18) and bounded: NEZHA_FUZZ_SECONDS per test (default 6;
+the long mode is e.g. NEZHA_FUZZ_SECONDS=1800). NEZHA_FUZZ_ASAN=build/asan runs the real
+rank on the engine built with ASan and UBSan (`make asan`). Counts per outcome class are
+printed (pytest -s) and appended to NEZHA_FUZZ_REPORT if set (docs/hardening.md)."""
+import collections
+import json
+import os
+import random
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from nezha.bootstrap import auth
+from nezha.rails.tcp.connect import establish
+from tests import fuzzpeer
+from tests.spawn import free_port
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VICTIM = os.path.join(ROOT, "tests", "workers", "fuzz_victim.py")
+SECRET = bytes.fromhex("5e" * 32)
+SEED = int(os.environ.get("NEZHA_FUZZ_SEED", "18"))
+SECONDS = float(os.environ.get("NEZHA_FUZZ_SECONDS", "6"))
+TIMEOUT = 0.5          # the real rank's NEZHA_TIMEOUT in a case
+CONNECT = 3.0          # its NEZHA_CONNECT_TIMEOUT
+# a case must end within this (a hang otherwise): the run's deadline, the vote's, the wait
+# for a peer's abort message, and the set-up
+BOUND = CONNECT + 4 * TIMEOUT + 3.0
+
+
+def asan_env():
+    """Environment that runs the victim on the sanitizer build, if asked for."""
+    d = os.environ.get("NEZHA_FUZZ_ASAN")
+    if not d:
+        return {}
+    d = os.path.join(ROOT, d) if not os.path.isabs(d) else d
+    libasan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True,
+                             text=True).stdout.strip()
+    libubsan = subprocess.run(["gcc", "-print-file-name=libubsan.so"], capture_output=True,
+                              text=True).stdout.strip()
+    return {"PYTHONPATH": d + os.pathsep + ROOT, "LD_PRELOAD": f"{libasan} {libubsan}",
+            # Python's own allocations are not ours to report; errors end the process
+            "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=0:exitcode=86",
+            "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1:exitcode=87",
+            "NEZHA_FUZZ_ASAN_BUILD": d}
+
+
+class Victim:
+    """The real rank, kept running across cases."""
+
+    def __init__(self, tmp_path):
+        env = dict(os.environ, PYTHONPATH=ROOT, NEZHA_JOB_SECRET=SECRET.hex(),
+                   NEZHA_LOG_LEVEL="ERROR")
+        for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "NEZHA_FAULTS",
+                  "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"):
+            env.pop(k, None)
+        env.update(asan_env())
+        self.log = tmp_path / "victim.log"
+        self.errf = open(self.log, "w")
+        self.p = subprocess.Popen([sys.executable, "-X", "faulthandler", VICTIM], env=env,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=self.errf, text=True, bufsize=1)
+
+    def start(self, case):
+        self.p.stdin.write(json.dumps(case) + "\n")
+        self.p.stdin.flush()
+
+    def result(self, wait):
+        end = time.monotonic() + wait
+        while time.monotonic() < end:
+            r, _, _ = select.select([self.p.stdout], [], [], max(0.0, end - time.monotonic()))
+            if not r:
+                break
+            line = self.p.stdout.readline()
+            if not line:
+                return None  # it died
+            if line.startswith("CASE "):
+                return json.loads(line[5:])
+        return "hang"
+
+    def stacks(self):
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGABRT)  # faulthandler prints every thread
+            try:
+                self.p.wait(5)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+        self.errf.flush()
+        return self.log.read_text()[-8000:]
+
+    def close(self):
+        if self.p.poll() is None:
+            try:
+                self.p.stdin.write("quit\n")
+                self.p.stdin.flush()
+                self.p.wait(10)
+            except (OSError, subprocess.TimeoutExpired):
+                self.p.kill()
+                self.p.wait()
+        self.errf.close()
+
+
+@pytest.fixture
+def victim(tmp_path):
+    v = Victim(tmp_path)
+    yield v
+    v.close()
+
+
+def die_in_bootstrap(port, rng):
+    """Rank 1 that authenticates to the rendezvous and then misbehaves or dies."""
+    how = rng.choice(("close", "biglen", "badjson", "wrongshape", "wronground", "half"))
+    deadline = time.monotonic() + CONNECT
+    while True:
+        try:
+            conns = establish(1, SECRET, [], {(0, 1, auth.PURPOSE_STORE): ("127.0.0.1", port, None)},
+                              set(), CONNECT)
+            break
+        except Exception:  # noqa: BLE001 - not listening yet
+            if time.monotonic() > deadline:
+                return how
+            time.sleep(0.05)
+    s = conns[(0, 1, auth.PURPOSE_STORE)]
+    s.setblocking(True)
+    try:
+        if how == "biglen":
+            s.sendall((2**31).to_bytes(4, "little"))
+        elif how == "badjson":
+            s.sendall((9).to_bytes(4, "little") + b"{not json")
+        elif how == "wrongshape":
+            data = json.dumps(rng.choice([[1, 42], [1, {"rails": 7}], [1, None], 5, [1, {
+                "host": "x", "pid": 1, "host_id": "h", "shm": False, "shm_tag": "t",
+                "rails": [{"name": "loop0", "addr": 5, "port": "no"}]}]])).encode()
+            s.sendall(len(data).to_bytes(4, "little") + data)
+            time.sleep(0.3)
+        elif how == "wronground":
+            data = json.dumps([7, {}]).encode()
+            s.sendall(len(data).to_bytes(4, "little") + data)
+        elif how == "half":
+            s.sendall((100).to_bytes(4, "little") + b"[1, {")
+    except OSError:
+        pass
+    s.close()
+    return how
+
+
+def run_fuzz(victim, seconds, seed, rails=None, kinds=None, max_cases=None):
+    """Cases until seconds pass; returns (Counter of outcomes by kind, cases, worst secs)."""
+    rng = random.Random(seed)
+    counts = collections.Counter()
+    worst = 0.0
+    t_end = time.monotonic() + seconds
+    i = 0
+    while time.monotonic() < t_end and (max_cases is None or i < max_cases):
+        case = fuzzpeer.make_case(rng, i, rails)
+        if kinds:
+            case["kind"] = rng.choice(kinds)
+        if case["coll"] == "recv" and case["kind"] not in (
+                "random", "recv-hdr", "trunc", "die-mid", "stall", "die-boot"):
+            case["kind"] = "recv-hdr"
+        case.update(port=free_port(), timeout=TIMEOUT, connect_timeout=CONNECT)
+        victim.start(case)
+        peer, res = None, None
+        try:
+            if case["kind"] == "die-boot":
+                case["how"] = die_in_bootstrap(case["port"], rng)
+            else:
+                try:
+                    peer = fuzzpeer.FuzzPeer(case["port"], SECRET, case["rails"], CONNECT)
+                except Exception as exc:  # noqa: BLE001 - rank 0 failed first: its line says
+                    case["peer_error"] = repr(exc)
+                if peer is not None:
+                    fuzzpeer.play(peer, case, time.monotonic() + 3 * TIMEOUT)
+                    if case["then"] == "silent":  # stay connected, send nothing more
+                        res = victim.result(BOUND)
+                        peer.close()
+                        peer = None
+            if peer is not None:
+                peer.close()
+                peer = None
+            if res is None:
+                res = victim.result(BOUND)
+        finally:
+            if peer is not None:
+                peer.close()
+        if res is None:
+            pytest.fail(f"the real rank died in case {case}:\n{victim.stacks()}")
+        if res == "hang":
+            pytest.fail(f"the real rank hung in case {case}:\n{victim.stacks()}")
+        assert res["case"] == i, (res, case)
+        assert not res["outcome"].startswith("UNCLEAN"), (case, res)
+        assert res["guards"], ("bytes written outside the user's buffer", case, res)
+        assert res["secs"] < BOUND, ("no error within the bound", case, res)
+        worst = max(worst, res["secs"])
+        counts[(case["kind"], res["outcome"])] += 1
+        i += 1
+    return counts, i, worst
+
+
+def report(name, counts, n, worst, seconds):
+    by_outcome = collections.Counter()
+    for (_, out), k in counts.items():
+        by_outcome[out] += k
+    line = dict(test=name, seed=SEED, cases=n, seconds=round(seconds, 1), worst_case_s=worst,
+                outcomes=dict(by_outcome), asan=bool(os.environ.get("NEZHA_FUZZ_ASAN")),
+                by_kind={f"{k}:{o}": v for (k, o), v in sorted(counts.items())})
+    print("FUZZ " + json.dumps(line))
+    if os.environ.get("NEZHA_FUZZ_REPORT"):
+        with open(os.environ["NEZHA_FUZZ_REPORT"], "a") as f:
+            f.write(json.dumps(line) + "\n")
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("rails", [1, 2])
+def test_fuzz_wire(victim, rails):
+    """Mutated and random data streams, control and vote frames, peer death, one rail
+    (no failover) and two (failover and votes)."""
+    t0 = time.monotonic()
+    counts, n, worst = run_fuzz(victim, SECONDS, SEED + rails, rails=rails)
+    report(f"wire-{rails}rail", counts, n, worst, time.monotonic() - t0)
+    assert n >= 5
+
+
+@pytest.mark.timeout(600)
+def test_fuzz_votes_and_control(victim):
+    """Only control and vote frames out of order, for unknown votes and collectives."""
+    t0 = time.monotonic()
+    counts, n, worst = run_fuzz(victim, SECONDS / 2, SEED + 7, rails=2, kinds=[
+        "ctrl-status", "ctrl-status", "ctrl-status-first", "ctrl-abort", "ctrl-biglen",
+        "ctrl-unknown", "die-vote"])
+    report("votes", counts, n, worst, time.monotonic() - t0)
+    assert n >= 3
+
+
+@pytest.mark.timeout(600)
+def test_fuzz_bootstrap(victim):
+    """A rank that passes the rendezvous's handshake, then sends nonsense or dies."""
+    t0 = time.monotonic()
+    counts, n, worst = run_fuzz(victim, min(SECONDS / 2, 4), SEED + 9, kinds=["die-boot"],
+                                max_cases=None if SECONDS > 6 else 8)
+    report("bootstrap", counts, n, worst, time.monotonic() - t0)
+    assert n >= 3
+
+
+# ---- the INA service ------------------------------------------------------------------
+
+@pytest.mark.timeout(600)
+def test_fuzz_ina_service(tmp_path):
+    """Garbage, truncated and mutated datagrams, and valid-looking ones with wrong tokens, at
+    `nezha ina serve`: it stays up and still serves a real job exactly."""
+    import numpy as np
+    from nezha.rails.ina import InaClient
+    ready = tmp_path / "ready"
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    env.update(asan_env())
+    errf = open(tmp_path / "ina.log", "w")
+    srv = subprocess.Popen([sys.executable, "-m", "nezha", "ina", "serve", "--addr", "127.0.0.1",
+                            "--port", "0", "--slots", "64", "--quota", "32",
+                            "--ready-file", str(ready), "--stats", "0"],
+                           env=env, stdout=errf, stderr=subprocess.STDOUT)
+    try:
+        t_end = time.monotonic() + 20
+        while not ready.exists() and time.monotonic() < t_end and srv.poll() is None:
+            time.sleep(0.05)
+        assert ready.exists(), (tmp_path / "ina.log").read_text()
+        port = int(ready.read_text().split()[1])
+        secret = bytes(range(32))
+        rng = random.Random(SEED)
+        t0 = time.monotonic()
+        sent = 0
+        real = InaClient(("127.0.0.1", port), secret=secret, rank=0, size=1, tag=b"fz",
+                         timeout=5.0)
+        # a genuine registration's header gives the layout to mutate
+        token = real._c.token
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        import struct
+        hdr = struct.Struct("<IBBBBQHHIIIHH")
+        rounds = 0
+        while time.monotonic() - t0 < min(SECONDS / 2, 4) or rounds < 2:
+            for _ in range(300):
+                kind = rng.randrange(6)
+                if kind == 0:
+                    d = os.urandom(rng.randrange(0, 1600))
+                else:
+                    h = hdr.pack(0x315A494E, rng.randrange(8), rng.randrange(16), rng.randrange(16),
+                                 rng.randrange(4), token if kind in (1, 2) else rng.randrange(2**64),
+                                 # the job's token only with ranks it does not have
+                                 rng.randrange(65536), rng.randrange(1, 4) if kind in (1, 2)
+                                 else rng.randrange(4), rng.randrange(2**32),
+                                 rng.randrange(8), rng.randrange(2**32), rng.randrange(65536),
+                                 0)
+                    body = os.urandom(rng.choice([0, 4, 100, 1408, 1500]))
+                    d = (h + body)[: rng.randrange(1, len(h) + len(body) + 1)] if kind == 3 else h + body
+                s.sendto(d, ("127.0.0.1", port))
+                sent += 1
+            rounds += 1
+            assert srv.poll() is None, (tmp_path / "ina.log").read_text()
+            buf = np.arange(1000, dtype=np.float32)
+            real.allreduce(buf)  # a job of one rank: the sum is its own data
+            assert np.array_equal(buf, np.arange(1000, dtype=np.float32))
+        real.close()
+        s.close()
+        print("FUZZ " + json.dumps(dict(test="ina", datagrams=sent,
+                                        seconds=round(time.monotonic() - t0, 1))))
+        if os.environ.get("NEZHA_FUZZ_REPORT"):
+            with open(os.environ["NEZHA_FUZZ_REPORT"], "a") as f:
+                f.write(json.dumps(dict(test="ina", datagrams=sent,
+                                        seconds=round(time.monotonic() - t0, 1))) + "\n")
+        assert srv.poll() is None, (tmp_path / "ina.log").read_text()
+    finally:
+        srv.terminate()
+        try:
+            srv.wait(10)
+        except subprocess.TimeoutExpired:
+            srv.kill()
+            srv.wait()
+        errf.close()
+    assert srv.returncode in (0, -signal.SIGTERM), (tmp_path / "ina.log").read_text()

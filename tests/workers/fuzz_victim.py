@@ -1,0 +1,117 @@
+"""The real rank of the fuzz tests (tests/test_fuzz.py): rank 0 of a 2-rank job whose rank 1
+is the fuzz peer (tests/fuzzpeer.py). It stays up across cases: each line on stdin is one
+case (JSON); for each it builds a communicator, runs one collective on a buffer with a guard
+region on each side, and prints one line 'CASE {json}' with the outcome: "ok", the nezha
+exception's class, or "UNCLEAN <type>" for anything else; whether the guards held; seconds.
+A crash shows as the process ending without a line.
+
+    fuzz_victim.py            (stdin: {"case", "port", "rails", "coll", "count", "dtype",
+                               "timeout"} per line; "quit" ends it)
+"""
+import json
+import os
+import sys
+import time
+import traceback
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+import nezha  # noqa: E402
+from nezha.bootstrap.env import EnvBootstrap  # noqa: E402
+
+GUARD = 4096
+PAT = 0xA5
+SECRET = bytes.fromhex(os.environ.get("NEZHA_JOB_SECRET", "f0" * 32))
+
+
+def guarded(nbytes):
+    """(whole array, user view of nbytes in the middle) with GUARD pattern bytes each side."""
+    whole = np.full(nbytes + 2 * GUARD, PAT, np.uint8)
+    return whole, whole[GUARD:GUARD + nbytes]
+
+
+def guards_ok(whole):
+    return bool((whole[:GUARD] == PAT).all() and (whole[-GUARD:] == PAT).all())
+
+
+def run(case):
+    n, dt = case["count"], np.dtype(case["dtype"])
+    boot_t = case.get("connect_timeout", 5.0)
+    t0 = time.monotonic()
+    comm = None
+    bufs = []
+    outcome, msg = "ok", ""
+    try:
+        boot = EnvBootstrap(0, 2, "127.0.0.1", case["port"], SECRET, local_rank=0,
+                            timeout=boot_t)
+        comm = nezha.Communicator(boot, timeout=case["timeout"], config={
+            "RAILS": "loop", "LOOP_RAILS": str(case["rails"]), "CONNECT_TIMEOUT": str(boot_t),
+            "RAIL_TIMEOUT": str(case.get("rail_timeout", 0.25)), "HEARTBEAT": "0.02"})
+        t0 = time.monotonic()
+        coll = case["coll"]
+        es = dt.itemsize
+        if coll == "allreduce":
+            wa, a = guarded(n * es)
+            bufs.append(wa)
+            a.view(dt)[:] = 1
+            comm.allreduce(a.view(dt))
+        elif coll == "allreduce_oop":
+            wa, a = guarded(n * es)
+            wb, b = guarded(n * es)
+            bufs += [wa, wb]
+            a.view(dt)[:] = 1
+            comm.allreduce(a.view(dt), b.view(dt))
+        elif coll == "allgather":
+            wa, a = guarded(n * es)
+            wb, b = guarded(2 * n * es)
+            bufs += [wa, wb]
+            comm.allgather(a.view(dt), b.view(dt))
+        elif coll == "reduce_scatter":
+            wa, a = guarded(2 * n * es)
+            wb, b = guarded(n * es)
+            bufs += [wa, wb]
+            a.view(dt)[:] = 1
+            comm.reduce_scatter(a.view(dt), b.view(dt))
+        elif coll == "alltoall":
+            wa, a = guarded(2 * n * es)
+            wb, b = guarded(2 * n * es)
+            bufs += [wa, wb]
+            comm.alltoall(a.view(dt), b.view(dt))
+        elif coll == "recv":
+            wa, a = guarded(n * es)
+            bufs.append(wa)
+            comm.recv(a.view(dt), 1)
+        elif coll == "barrier":
+            comm.barrier()
+        else:
+            raise ValueError(coll)
+    except nezha.NezhaError as exc:
+        outcome, msg = type(exc).__name__, str(exc)[:300]
+    except Exception as exc:  # noqa: BLE001 - what the harness is here to find
+        outcome, msg = f"UNCLEAN {type(exc).__name__}", traceback.format_exc()[-1500:]
+    secs = time.monotonic() - t0
+    try:
+        if comm is not None:
+            comm.close()
+    except nezha.NezhaError:
+        pass
+    except Exception as exc:  # noqa: BLE001
+        outcome, msg = f"UNCLEAN close {type(exc).__name__}", traceback.format_exc()[-1500:]
+    return dict(case=case["case"], outcome=outcome, msg=msg, secs=round(secs, 3),
+                guards=all(guards_ok(w) for w in bufs))
+
+
+def main():
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        if line == "quit":
+            break
+        res = run(json.loads(line))
+        print("CASE " + json.dumps(res), flush=True)
+
+
+if __name__ == "__main__":
+    main()
