@@ -293,3 +293,111 @@ def test_textbook_collectives_move_the_textbook_bytes(algo):
     fab = F.LeafSpine(2, 2, 4)
     r = NW.simulate(wl, fab, fab.place(n), "ethereal", flow_key=np.arange(wl.ntasks))
     assert r.time > 0
+
+
+# ---- failover: a rail cut, its detection and the re-run of unfinished slices ------------
+
+def test_workload_knows_the_slice_of_every_task():
+    pl = N.make_planner(4, np.arange(4), 2, [50e6, 50e6])
+    pl.piece_bytes = 1 << 20
+    wl, plan = N.workload("allreduce", 8 << 20, pl)
+    assert len(plan.slices) == 8
+    assert set(np.unique(wl.task_slice)) == set(range(8))
+    # a slice's transfers all ride its channel
+    net = wl.kind == NET
+    chan_of = np.array([c for c, _, _ in plan.slices])
+    assert (wl.chan[net] == chan_of[wl.task_slice[net]]).all()
+
+
+def test_cut_without_reroute_stalls_or_returns_what_finished():
+    fab = F.MultiRail(4, 1, 1.0, 0.0)
+    wl = TB.ring(4, 1e6)
+    cut = [NW.Failure(1e-4, fab.up[0, 1])]  # never rerouted
+    with pytest.raises(RuntimeError):
+        NW.simulate(wl, fab, np.arange(4), "rail", failures=cut)
+    r = NW.simulate(wl, fab, np.arange(4), "rail", failures=cut, stall_ok=True)
+    assert r.stalled and np.isnan(r.t_end).any() and (~np.isnan(r.t_end)).any()
+
+
+def test_failover_extra_follows_detection_and_rerun():
+    from nezha.sim import failover as FO
+    kw = dict(timeout=0.06, vote=0.005)
+    # 1 MiB: one slice per rail; the cut rail's slice is re-run whole after the timeout
+    r = FO.predict(4, [0.4, 0.4], 1 << 20, 1, 0, 0.0, **kw)
+    assert r["slices"] == 2 and r["unfinished"] == 1
+    assert math.isclose(r["detected_ms"], 60.0)
+    assert math.isclose(r["took_ms"], 60.0 + 5.0 + r["rerun_ms"], rel_tol=1e-9)
+    assert math.isclose(r["rerun_ms"], r["two_rail_ms"], rel_tol=1e-3)  # half on one rail
+    # a later cut: detected later, the same re-run; a socket error: no timeout
+    later = FO.predict(4, [0.4, 0.4], 1 << 20, 1, 0, 0.008, **kw)
+    assert later["extra_ms"] > r["extra_ms"]
+    err = FO.predict(4, [0.4, 0.4], 1 << 20, 1, 0, 0.0, detect="error", **kw)
+    assert math.isclose(err["detected_ms"], err["live_done_ms"])
+    # 64 MiB cut at the start: the surviving rail's own work hides the timeout, the cut
+    # rail's 32 slices re-run: extra = the vote
+    big = FO.predict(4, [0.4, 0.4], 64 << 20, 2, 1, 0.0, **kw)
+    assert big["unfinished"] == 32 and math.isclose(big["extra_ms"], 5.0, abs_tol=0.5)
+    # halfway: about half the slices are left, and the slice in flight is lost
+    mid = FO.predict(4, [0.4, 0.4], 64 << 20, 2, 1, 0.55 * big["two_rail_ms"] / 1e3, **kw)
+    assert 12 <= mid["unfinished"] <= 16 and mid["extra_ms"] > 5.0
+
+
+def test_failover_reads_the_bench_cuts():
+    import os
+    from nezha.sim import failover as FO
+    path = os.path.join(os.path.dirname(__file__), "..", "docs", "results",
+                        "failover-1M-64M.json.gz")
+    cuts = FO.bench_cuts(path)
+    assert {(1 << 20, "down"), (64 << 20, "blackhole")} <= set(cuts)
+    c = cuts[(1 << 20, "down")]
+    assert len(c["cuts"]) == 10 and 0.010 < c["two_rail"] < 0.030
+    at, host, rail, extra = c["cuts"][0]
+    assert host in (1, 2, 3) and rail in (0, 1) and 0.02 < extra < 0.2
+
+
+def test_failover_errors_name_the_parameter():
+    from nezha.sim import failover as FO
+    with pytest.raises(F.FabricError, match="rails"):
+        FO.predict(4, [0.4], 1 << 20, 1, 0, 0.0)
+    with pytest.raises(F.FabricError, match="cut_rail"):
+        FO.predict(4, [0.4, 0.4], 1 << 20, 1, 2, 0.0)
+
+
+# ---- in-network aggregation -------------------------------------------------------------
+
+def test_ina_is_one_pass_and_ring_pays_per_step():
+    n, S, alpha = 16, 8e6, 5e-6
+    fab = F.MultiRail(n, 1, 100.0, 1e-6, aggregator_gbps=float("inf"))
+    host_of = np.r_[np.arange(n), fab.agg_host]
+    B = 100e9 / 8
+    ri = NW.simulate(TB.ina(n, S), fab, host_of, "rail", 1, alpha, tol=1e-4)
+    assert math.isclose(ri.time, S / B + 2 * (0.5e-6 + alpha), rel_tol=1e-3)
+    rr = NW.simulate(TB.ring(n, S), fab, host_of[:n], "rail", 1, alpha, tol=1e-4)
+    assert math.isclose(rr.time, 2 * (n - 1) * (1e-6 + alpha) + 2 * (n - 1) / n * S / B,
+                        rel_tol=2e-3)
+    # every rank's link carries S each way, the aggregator n*S in
+    assert math.isclose(ri.link_bytes[fab.up[0, 3]], S) and \
+        math.isclose(ri.link_bytes[fab.agg[0]], n * S)
+    # an aggregator slower than the ports bounds it: n*S over its rate
+    slow = F.MultiRail(n, 1, 100.0, 1e-6, aggregator_gbps=400.0)
+    rs = NW.simulate(TB.ina(n, S), slow, host_of, "rail", 1, alpha, tol=1e-4)
+    assert rs.time >= n * S / (400e9 / 8)
+
+
+def test_ina_and_failover_commands_run(capsys):
+    from nezha.sim.cli import main
+    assert main(["ina", "--nodes", "8,16", "--sizes", "64K"]) == 0
+    assert "ring_over_ina" in capsys.readouterr().out
+    assert main(["failover", "--sizes", "1M", "--at", "0,0.5"]) == 0
+    assert "extra_ms" in capsys.readouterr().out
+
+
+def test_ethereal_sweep_small():
+    from nezha.sim import sweep
+    _, rows = sweep.run(2, 2, 2, sizes=(1e6,), algos=("alltoall", "ring"), log=None)
+    assert len(rows) == 2 * 2 * 3  # with and without the failure, two algos, three schemes
+    piv = {(p["failed_link"], p["algo"]): p for p in sweep.pivot(rows)}
+    assert math.isclose(piv["-", "alltoall"]["ethereal_us"], piv["-", "alltoall"]["spray_us"],
+                        rel_tol=2e-2)
+    # ECMP waits for routing convergence (100 ms) when its flows hit the failed link
+    assert piv["leaf0->spine0", "alltoall"]["ecmp_us"] > 1e5

@@ -130,7 +130,7 @@ def write(rows, a):
     clean = [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]
     if a.csv:
         with open(a.csv, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(clean[0]))
+            w = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in clean for k in r)))
             w.writeheader()
             w.writerows(clean)
     if a.json:
@@ -180,6 +180,66 @@ def cmd_lab(a):
     table(rows, [("system", "{}"), ("nbytes", "{}"), ("measured_us", "{:.1f}"),
                  ("predicted_us", "{:.1f}"), ("error_pct", "{:+.1f}")])
     write(rows, a)
+    return 0
+
+
+def cmd_failover(a):
+    """A rail cut during an allreduce: measured (bench/failover.py JSON) vs predicted."""
+    from nezha.sim import failover as FO
+    rates = [float(x) for x in a.rate.split(",")]
+    kw = dict(timeout=a.timeout, vote=a.vote, detect=a.detect)
+    if a.file:
+        rows, summ = FO.compare(a.file, rates, a.hosts, align=not a.no_align, **kw)
+        print(f"# {a.file}: {a.hosts} hosts, rails {a.rate} Gb/s; timeout {a.timeout * 1e3:g} ms, "
+              f"vote {a.vote * 1e3:g} ms, cut times {'raw' if a.no_align else 'aligned'}")
+        if a.cuts:
+            table(rows, [("nbytes", "{}"), ("mode", "{}"), ("lab_at_ms", "{:.1f}"),
+                         ("at_ms", "{:.1f}"), ("cut_host", "{}"), ("cut_rail", "{}"),
+                         ("unfinished", "{}"), ("measured_ms", "{:.1f}"),
+                         ("extra_ms", "{:.1f}")])
+            print()
+        table(summ, [("nbytes", "{}"), ("mode", "{}"), ("cuts", "{}"),
+                     ("measured_ms", "{:.1f}"), ("predicted_ms", "{:.1f}"),
+                     ("error_pct", "{:+.1f}"), ("measured_mean_ms", "{:.1f}"),
+                     ("predicted_mean_ms", "{:.1f}"), ("lab_two_rail_ms", "{:.1f}"),
+                     ("sim_two_rail_ms", "{:.1f}"), ("lab_one_rail_iqr_ms", "{:.1f}")])
+        write(summ + rows, a) if (a.csv or a.json) else None
+        return 0
+    rows = []
+    for nb in sizes(a.sizes):
+        for frac in (float(x) for x in a.at.split(",")):
+            t2 = FO.predict(a.hosts, rates, nb, 1, 0, 0.0, **kw)["two_rail_ms"] / 1e3
+            rows.append(FO.predict(a.hosts, rates, nb, a.cut_host, a.cut_rail, frac * t2, **kw))
+    table(rows, [("nbytes", "{}"), ("at_ms", "{:.2f}"), ("two_rail_ms", "{:.2f}"),
+                 ("one_rail_ms", "{:.2f}"), ("unfinished", "{}"), ("detected_ms", "{:.2f}"),
+                 ("rerun_ms", "{:.2f}"), ("took_ms", "{:.2f}"), ("ideal_ms", "{:.2f}"),
+                 ("extra_ms", "{:.2f}")])
+    write(rows, a) if (a.csv or a.json) else None
+    return 0
+
+
+def cmd_ina(a):
+    """In-network aggregation vs ring allreduce on one switch, by node count and size."""
+    rows = []
+    for n in (int(x) for x in a.nodes.split(",")):
+        fab = F.MultiRail(n, 1, float(a.rate), a.latency, aggregator_gbps=a.agg_gbps)
+        host_of = np.r_[np.arange(n), fab.agg_host]
+        for nb in sizes(a.sizes):
+            ri = NW.simulate(TB.ina(n, nb), fab, host_of, "rail", 1, a.alpha, tol=a.tol)
+            rr = NW.simulate(TB.ring(n, nb), fab, host_of[:n], "rail", 1, a.alpha, tol=a.tol)
+            B = float(a.rate) * 1e9 / 8
+            rows.append({"nodes": n, "nbytes": nb, "ring_us": rr.time * 1e6,
+                         "ina_us": ri.time * 1e6, "ring_over_ina": rr.time / ri.time,
+                         "ring_latency_share": 2 * (n - 1) * (a.alpha + a.latency) / rr.time,
+                         "ring_bw_term_us": 2 * (n - 1) / n * nb / B * 1e6,
+                         "ring_flows": rr.flows, "wall_s": round(rr.wall + ri.wall, 3)})
+    agg = "line rate on every port" if a.agg_gbps == float("inf") else f"{a.agg_gbps:g} Gb/s"
+    print(f"# one switch, {a.rate} Gb/s links, {a.latency * 1e6:g} us per path, alpha "
+          f"{a.alpha * 1e6:g} us per transfer; aggregator: {agg}")
+    table(rows, [("nodes", "{}"), ("nbytes", "{}"), ("ring_us", "{:.1f}"), ("ina_us", "{:.1f}"),
+                 ("ring_over_ina", "{:.2f}"), ("ring_latency_share", "{:.0%}"),
+                 ("ring_flows", "{}"), ("wall_s", "{:.2f}")])
+    write(rows, a) if (a.csv or a.json) else None
     return 0
 
 
@@ -243,6 +303,44 @@ def parser():
     lb.add_argument("--min-size", default="64K")
     lb.add_argument("--csv")
     lb.add_argument("--json")
+    fo = sub.add_parser("failover", help="a rail cut during an allreduce: the failover's "
+                        "extra time (vs a bench/failover.py JSON)")
+    fo.add_argument("file", nargs="?", help="bench/failover.py JSON (per-cut comparison)")
+    fo.add_argument("--hosts", type=int, default=4)
+    fo.add_argument("--rate", default="0.4,0.4", help="Gb/s per rail")
+    fo.add_argument("--sizes", default="1K,1M,64M")
+    fo.add_argument("--at", default="0,0.25,0.5,0.75",
+                    help="without FILE: cut times as shares of the two-rail time")
+    fo.add_argument("--cut-host", type=int, default=1)
+    fo.add_argument("--cut-rail", type=int, default=0)
+    fo.add_argument("--timeout", type=float, default=0.06, help="NEZHA_RAIL_TIMEOUT (s)")
+    fo.add_argument("--vote", type=float, default=5e-3,
+                    help="s from detection to the re-run (vote, wake-up)")
+    fo.add_argument("--detect", default="silence", help="silence or error (a socket error)")
+    fo.add_argument("--no-align", action="store_true",
+                    help="use the lab's cut times as they are (no scaling to the sim's speed)")
+    fo.add_argument("--cuts", action="store_true", help="print every cut")
+    fo.add_argument("--csv")
+    fo.add_argument("--json")
+    ia = sub.add_parser("ina", help="in-network aggregation vs ring allreduce, 8..512 nodes")
+    ia.add_argument("--nodes", default="8,16,32,64,128,256,512")
+    ia.add_argument("--sizes", default="64K,1M,64M")
+    ia.add_argument("--rate", default="100", help="Gb/s of every link")
+    ia.add_argument("--latency", type=float, default=1e-6, help="s per host-switch-host path")
+    ia.add_argument("--alpha", type=float, default=5e-6, help="software s per transfer")
+    ia.add_argument("--agg-gbps", type=float, default=float("inf"),
+                    help="the aggregator's input rate over all ports (default: line rate)")
+    ia.add_argument("--tol", type=float, default=1e-3)
+    ia.add_argument("--csv")
+    ia.add_argument("--json")
+    et = sub.add_parser("ethereal", help="Ethereal vs ECMP vs spraying on the 16x16 "
+                        "leaf-spine, with and without a failed link")
+    from nezha.sim import sweep
+    sweep.add_args(et)
+    sp = sub.add_parser("speed", help="wall time against hosts and flows")
+    sp.add_argument("--cases", default="ring,alltoall")
+    sp.add_argument("--csv")
+    sp.add_argument("--json")
     c = sub.add_parser("calibrate", help="alpha/rate per rail, CPU cost per byte")
     c.add_argument("files", nargs="+")
     c.add_argument("--json")
@@ -266,6 +364,21 @@ def main(argv=None):
             return cmd_lab(a)
         if a.cmd == "calibrate":
             return cmd_calibrate(a)
+        if a.cmd == "ethereal":
+            from nezha.sim import sweep
+            return sweep.main(a, table, write)
+        if a.cmd == "speed":
+            from nezha.sim import sweep
+            rows = sweep.speed(a.cases.split(","))
+            table(rows, [("case", "{}"), ("hosts", "{}"), ("tasks", "{}"), ("flows", "{}"),
+                         ("events", "{}"), ("rate_solves", "{}"), ("build_s", "{:.2f}"),
+                         ("sim_s", "{:.2f}"), ("wall_s", "{:.2f}")])
+            write(rows, a) if (a.csv or a.json) else None
+            return 0
+        if a.cmd == "ina":
+            return cmd_ina(a)
+        if a.cmd == "failover":
+            return cmd_failover(a)
         from nezha.sim import training
         return training.main(a)
     except (F.FabricError, ValueError) as e:

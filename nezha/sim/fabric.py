@@ -126,7 +126,11 @@ class MultiRail(Fabric):
     """N hosts x R rail planes; every plane one non-blocking switch (rate per plane)."""
 
     def __init__(self, hosts, rails, rate_gbps=100.0, latency=1e-6, shm_gbps=32.0,
-                 shm_latency=5e-6, cpu_cost=0.0):
+                 shm_latency=5e-6, cpu_cost=0.0, aggregator_gbps=None):
+        """aggregator_gbps: put an in-network aggregator in every rail's switch (NetReduce,
+        SwitchML): one more host, index `hosts` (self.agg_host), that a rank reaches over its
+        uplink alone and that reaches a rank over its downlink alone; the aggregator's
+        input rate, over all ports, is aggregator_gbps (inf: line rate on every port)."""
         _need(hosts >= 1, "hosts", hosts, "needs at least one host")
         _need(rails >= 1, "rails", rails, "a host without rails has no links to the others")
         rates = list(rate_gbps) if np.ndim(rate_gbps) else [rate_gbps] * rails
@@ -137,6 +141,12 @@ class MultiRail(Fabric):
         _check_lat(latency=min(lats), shm_latency=shm_latency, cpu_cost=cpu_cost)
         super().__init__(f"multirail {hosts}x{rails}", hosts, rails)
         self.rates = rates
+        self.agg_host = None
+        if aggregator_gbps is not None:
+            _check_rates(aggregator_gbps=aggregator_gbps)
+            self.agg = self._add(rails, aggregator_gbps * GBIT, 0.0,
+                                 lambda r: f"rail{r}:aggregator")
+            self.agg_host = hosts
         self.up = np.stack([self._add(hosts, rates[r] * GBIT, lats[r] / 2,
                                       lambda i, r=r: f"host{i}->rail{r}") for r in range(rails)])
         self.down = np.stack([self._add(hosts, rates[r] * GBIT, lats[r] / 2,
@@ -158,6 +168,16 @@ class MultiRail(Fabric):
         """(n, hops) link ids of the path from src to dst on `rail`, -1 padded."""
         src, dst, rail = np.broadcast_arrays(*(np.asarray(x, np.int64) for x in (src, dst, rail)))
         out = np.full(src.shape + (2,), -1, np.int64)
+        if self.agg_host is not None:  # to and from the switch's aggregator
+            to_agg, from_agg = dst == self.agg_host, src == self.agg_host
+            s_, d_ = np.where(from_agg, 0, src), np.where(to_agg, 0, dst)
+            out[..., 0] = np.where(from_agg, self.down[rail, d_], self.up[rail, s_])
+            out[..., 1] = np.where(to_agg, self.agg[rail], np.where(from_agg, -1,
+                                                                      self.down[rail, d_]))
+            same = (src == dst) & ~to_agg
+            out[same, 0] = self.shm[src[same]]
+            out[same, 1] = -1
+            return out
         same = src == dst
         out[..., 0] = np.where(same, self.shm[src], self.up[rail, src])
         out[..., 1] = np.where(same, -1, self.down[rail, dst])

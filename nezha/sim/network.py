@@ -24,10 +24,12 @@ WAIT, PENDING, ACTIVE, DONE = 0, 1, 2, 3
 
 class Failure:
     """Link `link` fails at `at` seconds; flows on it are rerouted `delay` seconds later
-    (ECMP: routing convergence; Ethereal and spraying: a retransmission timeout)."""
+    (ECMP: routing convergence; Ethereal and spraying: a retransmission timeout). delay
+    None: never rerouted (a rail cut: nezha's failover re-runs the work, nezha/sim/failover.py)."""
 
-    def __init__(self, at, link, delay):
-        self.at, self.link, self.delay = float(at), int(link), float(delay)
+    def __init__(self, at, link, delay=None):
+        self.at, self.link = float(at), int(link)
+        self.delay = None if delay is None else float(delay)
 
 
 class Result:
@@ -54,10 +56,13 @@ def _gather(ptr, items, sel):
 
 
 def simulate(wl, fabric, host_of, scheme="ecmp", nconns=1, alpha=0.0, failures=(), tol=1e-2,
-             seed=0, flow_key=None, routing=None, max_events=10_000_000):
+             seed=0, flow_key=None, routing=None, max_events=10_000_000, stall_ok=False):
     """Run workload wl on fabric; returns a Result (time = when the last task finished).
 
-    alpha: software latency per transfer (s), one number or one per rail."""
+    alpha: software latency per transfer (s), one number or one per rail. stall_ok: when
+    nothing can move any more (flows on a failed link that is never rerouted, and what
+    waits on them), stop and return what finished (Result.stalled, t_end NaN for the rest)
+    instead of raising."""
     wall0 = time.perf_counter()
     failed0 = set(fabric.failed)
     rt = routing or Routing(wl, fabric, host_of, scheme, nconns, seed, flow_key)
@@ -95,10 +100,12 @@ def simulate(wl, fabric, host_of, scheme="ecmp", nconns=1, alpha=0.0, failures=(
     pend = np.zeros(0, np.int64)     # tasks waiting for their latency
     pend_t = np.zeros(0)
     fails = sorted(failures, key=lambda f: f.at)
-    timers = [(f.at, "fail", f) for f in fails] + [(f.at + f.delay, "reroute", f) for f in fails]
+    timers = [(f.at, "fail", f) for f in fails] + [(f.at + f.delay, "reroute", f) for f in fails
+                                                     if f.delay is not None]
     timers.sort(key=lambda x: x[0])
     rng = np.random.default_rng(seed)
     now, events, nrates = 0.0, 0, 0
+    stalled = False
 
     def release(tasks, kinds):
         nonlocal pend, pend_t
@@ -186,6 +193,9 @@ def simulate(wl, fabric, host_of, scheme="ecmp", nconns=1, alpha=0.0, failures=(
             dt = min(dt, pend_t.min() - now)
         if timers:
             dt = min(dt, timers[0][0] - now)
+        if not np.isfinite(dt) and stall_ok:
+            stalled = True
+            break
         if not np.isfinite(dt):
             stuck = rt.flow_task[act[:5]]
             raise RuntimeError(f"the simulation stalls at t={now:.6g}s: tasks {stuck.tolist()} "
@@ -213,10 +223,11 @@ def simulate(wl, fabric, host_of, scheme="ecmp", nconns=1, alpha=0.0, failures=(
             if len(tasks):
                 finish(tasks)
     fabric.failed = failed0
-    if (state != DONE).any():
+    if not stall_ok and (state != DONE).any():
         left = np.flatnonzero(state != DONE)
         raise RuntimeError(f"{len(left)} tasks never ran (a dependency cycle or a send "
                            f"without a receive), e.g. task {int(left[0])}")
-    return Result(time=float(np.nanmax(t_end)) if T else 0.0, events=events, rate_solves=nrates,
+    return Result(time=float(np.nanmax(t_end)) if T and not np.isnan(t_end).all() else 0.0,
+                  stalled=stalled or bool((state != DONE).any()), events=events, rate_solves=nrates,
                   tasks=T, flows=F, wall=time.perf_counter() - wall0, t_start=t_start,
                   t_end=t_end, link_bytes=link_bytes, routing=rt, scheme=scheme)

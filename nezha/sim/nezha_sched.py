@@ -57,7 +57,9 @@ def _build(s, coll, plan, rank, planner, count, es, root):
     hier = planner.hier_groups(rank)
     hosts = planner.hier_hosts()
     algo = plan.algo
+    starts = []
     for chan, off, cnt in plan.slices:
+        starts.append(s.nops)
         o, p = _OUT + off * es, _IN + off * es
         if coll == "allreduce":
             slices.allreduce(s, algo, chan, o, p, cnt, es, hier)
@@ -72,6 +74,7 @@ def _build(s, coll, plan, rank, planner, count, es, root):
                                   planner.ranks, hosts)
         elif coll == "alltoall":
             slices.alltoall(s, chan, _OUT, _IN, count, off, cnt)
+    return starts
 
 
 _COLL_ID = {"allreduce": _eng.COLL_ALLREDUCE, "broadcast": _eng.COLL_BROADCAST,
@@ -79,34 +82,39 @@ _COLL_ID = {"allreduce": _eng.COLL_ALLREDUCE, "broadcast": _eng.COLL_BROADCAST,
             "reduce_scatter": _eng.COLL_REDUCE_SCATTER, "alltoall": _eng.COLL_ALLTOALL}
 
 
-def schedules(coll, nbytes, planner, esize=4, root=0):
-    """(plan, [ops record array per rank], [header-send mask per rank])."""
-    plan = plan_of(planner, coll, nbytes, esize, root)
+def schedules(coll, nbytes, planner, esize=4, root=0, plan=None, with_slices=False):
+    """(plan, [ops record array per rank], [header-send mask per rank]) and, with_slices,
+    [slice index of every op per rank] (the plan's slices: what a failover vote counts).
+    plan: run this plan instead of the planner's (a failover re-run)."""
+    plan = plan if plan is not None else plan_of(planner, coll, nbytes, esize, root)
     count = max(int(nbytes) // esize, 1)
     dtype = DType.FLOAT32 if esize == 4 else DType.UINT8
-    out, hdr = [], []
+    out, hdr, sl = [], [], []
     for r in range(planner.ranks):
         s = _eng.Schedule(r, planner.ranks, planner.nchan, _COLL_ID[coll], 0, int(dtype),
                           int(ReduceOp.SUM), count, root if coll in ("broadcast", "reduce")
                           else -1, plan.algo, plan.hash)
-        _build(s, coll, plan, r, planner, count, esize, root)
+        starts = _build(s, coll, plan, r, planner, count, esize, root)
         ops = O.read_ops(s)
+        sl.append(np.maximum(np.searchsorted(starts, np.arange(len(ops)), "right") - 1, 0))
         # a header send points at the header the Schedule keeps
         hdr.append((ops["kind"] == O.SEND) & (ops["ptr"] == s.header_address()))
         out.append(ops)
         del s
-    return plan, out, hdr
+    return (plan, out, hdr, sl) if with_slices else (plan, out, hdr)
 
 
-def workload(coll, nbytes, planner, esize=4, root=0):
-    """The Workload nezha would run for nbytes of coll on planner's layout."""
-    plan, per_rank, hdr = schedules(coll, nbytes, planner, esize, root)
+def workload(coll, nbytes, planner, esize=4, root=0, plan=None):
+    """The Workload nezha would run for nbytes of coll on planner's layout (or `plan`);
+    wl.task_slice gives the plan slice of every task."""
+    plan, per_rank, hdr, sl = schedules(coll, nbytes, planner, esize, root, plan, True)
     return to_workload(per_rank, hdr, planner.ranks, planner.nchan,
-                       label=f"nezha {coll} {plan!r}"), plan
+                       label=f"nezha {coll} {plan!r}", slice_of=sl), plan
 
 
-def to_workload(per_rank, hdr, size, nchan, label=""):
-    """Pair sends with receives and turn the ops of every rank into one Workload."""
+def to_workload(per_rank, hdr, size, nchan, label="", slice_of=None):
+    """Pair sends with receives and turn the ops of every rank into one Workload
+    (slice_of: the slice index of every op per rank, kept as wl.task_slice)."""
     lens = np.array([len(o) for o in per_rank])
     off = np.concatenate([[0], np.cumsum(lens)])
     ops = np.concatenate(per_rank) if len(per_rank) else np.zeros(0, O.OP_DTYPE)
@@ -159,4 +167,8 @@ def to_workload(per_rank, hdr, size, nchan, label=""):
     fifo = np.flatnonzero(s_key[1:] == s_key[:-1]) + 1
     dt.append(fifo); dp.append(fifo - 1); dk.append(np.full(len(fifo), FULL))
     deps = tuple(np.concatenate(x) for x in (dt, dp, dk))
-    return Workload(size, t_kind, t_bytes, t_src, t_dst, t_chan, t_reduce, deps, label=label)
+    wl = Workload(size, t_kind, t_bytes, t_src, t_dst, t_chan, t_reduce, deps, label=label)
+    if slice_of is not None:
+        so = np.concatenate(slice_of) if len(slice_of) else np.zeros(0, np.int64)
+        wl.task_slice = np.concatenate([so[s_idx], so[loc]]).astype(np.int64)
+    return wl

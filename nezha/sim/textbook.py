@@ -6,7 +6,7 @@ queue pair per message, as the artifact does).
 """
 import numpy as np
 
-from nezha.sim.workload import FULL, NET, Workload
+from nezha.sim.workload import FULL, NET, STREAM, Workload
 
 ALGOS = ("direct", "halving_doubling", "ring", "dbtree", "alltoall")
 
@@ -148,6 +148,24 @@ def dbtree(ranks, nbytes, chunks=8):
     m = len(src)
     return Workload(n, np.full(m, NET), nb, src, dst, np.zeros(m), red,
                     tuple(np.array(d, np.int64) for d in deps), label=f"double binary tree {n}")
+
+
+def ina(ranks, nbytes):
+    """In-network aggregation allreduce (NetReduce, SwitchML): every rank streams its nbytes
+    to the switch's aggregator (rank `ranks`, the fabric's agg_host) and gets the sum back
+    as it forms: one hop up, one hop down. A rank's result streams behind every rank's
+    upload (STREAM: it cannot get ahead of the slowest contributor), which is the
+    aggregator's slot pipeline at fluid level (the fill, one packet, is left out)."""
+    n = ranks
+    up = np.arange(n)
+    down = n + np.arange(n)
+    dep_t = np.repeat(down, n)
+    dep_p = np.tile(up, n)
+    return Workload(n + 1, np.full(2 * n, NET), np.full(2 * n, float(nbytes)),
+                    np.r_[np.arange(n), np.full(n, n)], np.r_[np.full(n, n), np.arange(n)],
+                    np.zeros(2 * n), np.r_[np.ones(n, bool), np.zeros(n, bool)],
+                    (dep_t, dep_p, np.full(len(dep_t), STREAM)),
+                    step=np.r_[np.zeros(n), np.ones(n)], label=f"in-network allreduce {n}")
 
 
 def build(algo, ranks, nbytes):
