@@ -111,6 +111,7 @@ class Communicator(Executor, Diagnose):
             self.planner.piece_bytes = max(int(cfg["MIN_RAIL_PIECE"]), 1 << 20)
         self.planner.set_hosts(mesh.host_of)
         self._hier = self.planner.hier_groups(self.rank)
+        self._hier_chunk = int(cfg["HIER_CHUNK"])
         self._hosts = self.planner.hier_hosts()  # for hier allgather, reduce_scatter, broadcast
         # this rank's place among the ranks of its host as nezha counts hosts (a launcher
         # may see one node where the lab has several)
@@ -204,7 +205,8 @@ class Communicator(Executor, Diagnose):
         def into(dst_addr, scratch=None):
             def build(s, algo, chan, off, cnt, src, _keep=scratch):
                 o = dst_addr + off * es
-                slices.allreduce(s, algo, chan, o, address(src) + off * es, cnt, es, self._hier)
+                slices.allreduce(s, algo, chan, o, address(src) + off * es, cnt, es, self._hier,
+                                 self._hier_chunk)
                 if op == ReduceOp.AVG:
                     s.add_avg(o, cnt, float(self.size))
             return build
@@ -246,7 +248,7 @@ class Communicator(Executor, Diagnose):
             def build(s, algo, chan, off, cnt, src, _keep=scratch):
                 o = dst_addr + off * es
                 slices.reduce(s, algo, chan, root, at_root, o, address(src) + off * es, cnt,
-                              es, self._hier)
+                              es, self._hier, self._hier_chunk)
                 if op == ReduceOp.AVG and at_root:
                     s.add_avg(o, cnt, float(self.size))
             return build

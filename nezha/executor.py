@@ -171,11 +171,11 @@ class Executor:
         self._nint = getattr(self, "_nint", 0) + 1
         req = Request(self, name, 0xC0000000 | (self._nint & 0x3FFFFFFF), arr)
         base = address(arr)
-        hier = self._hier
+        hier, chunk = self._hier, self._hier_chunk
 
         def build(s, algo, chan, off, cnt, src):
             o = base + off * es
-            slices.allreduce(s, algo, chan, o, address(src) + off * es, cnt, es, hier)
+            slices.allreduce(s, algo, chan, o, address(src) + off * es, cnt, es, hier, chunk)
             if op == ReduceOp.AVG:
                 s.add_avg(o, cnt, float(self.size))
 

@@ -43,6 +43,8 @@ HIER_CONFIGS = [
     (6, {"NEZHA_TEST_HOSTS": "0,0,0,1,1,1"}),
     (6, {"NEZHA_TEST_HOSTS": "0,0,1,1,2,2", "NEZHA_SOCKET_NCONNS": "2",
          "NEZHA_MIN_RAIL_PIECE": "4k", "NEZHA_SEGMENT_SIZE": "8k"}),
+    # many chunks per slice: chunk i+1 within the host while chunk i crosses hosts
+    (6, {"NEZHA_TEST_HOSTS": "0,0,0,1,1,1", "NEZHA_HIER_CHUNK": "1k"}),
     (6, {"NEZHA_TEST_HOSTS": "0,1,2,2,1,0"}),
     (6, {"NEZHA_TEST_HOSTS": "0,1,1,2,2,2"}),
 ]

@@ -10,25 +10,26 @@ from nezha._core import engine as _eng
 from nezha.planner import ALGO_HIER, ALGO_RD, ALGO_TREE
 from nezha.types import DType, ReduceOp
 
-HIER_CHUNK = 1 << 20  # bytes per hierarchical chunk: one crosses hosts while the next is reduced
+HIER_CHUNK = 1 << 20  # default bytes per hierarchical chunk (NEZHA_HIER_CHUNK)
 
 
-def allreduce(s, algo, chan, out, src, cnt, es, hier):
-    """hier: this rank's (local ranks, cross ranks), Planner.hier_groups."""
+def allreduce(s, algo, chan, out, src, cnt, es, hier, chunk=HIER_CHUNK):
+    """hier: this rank's (local ranks, cross ranks), Planner.hier_groups; chunk: bytes of
+    a hierarchical chunk (one crosses hosts while the next is reduced within the host)."""
     if algo == ALGO_RD:
         _eng.rd_allreduce(s, chan, out, src, cnt)
     elif algo == ALGO_HIER:
-        _eng.hier_allreduce(s, chan, out, src, cnt, *hier, HIER_CHUNK // es)
+        _eng.hier_allreduce(s, chan, out, src, cnt, *hier, max(chunk // es, 1))
     else:
         _eng.ring_allreduce(s, chan, out, src, cnt)
 
 
-def reduce(s, algo, chan, root, at_root, out, src, cnt, es, hier):
+def reduce(s, algo, chan, root, at_root, out, src, cnt, es, hier, chunk=HIER_CHUNK):
     """Small or hierarchical: an allreduce whose result the other ranks drop (out: their
     sink). Else the ring reduce (out: 0 except at root; the others keep partial sums in
     scratch)."""
     if algo in (ALGO_RD, ALGO_HIER):
-        allreduce(s, algo, chan, out, src, cnt, es, hier)
+        allreduce(s, algo, chan, out, src, cnt, es, hier, chunk)
     else:
         work = None if at_root else np.empty(cnt * es + 1, np.uint8)
         _eng.ring_reduce(s, chan, root, out if at_root else 0, src, cnt, work)

@@ -11,23 +11,16 @@ def hier_allreduce(Schedule sch, int chan, uintptr_t out, uintptr_t a, uint64_t 
     rank's share across hosts with the ranks at the same local position (cross: one per
     host, in host order), allgather within the host. A host's NIC carries
     2(H-1)/H * S instead of a flat ring's 2(N-1)/N * S, and every local rank drives
-    it at once. Chunks pipeline: one chunk crosses hosts while the next is reduced."""
-    cdef uint64_t es = sch.esize, off = 0, cnt
+    it at once.
+    Chunks pipeline: ops on one endpoint run in post order, so chunk i+1's reduce-scatter
+    within the host is posted before chunk i's allgather (which waits for chunk i to
+    cross hosts); posted in chunk order, the next chunk could not start within the host
+    until the previous one had crossed, and the rails would idle meanwhile."""
+    cdef uint64_t es = sch.esize, off = 0, cnt, poff = 0, pcnt = 0
+    cdef int L = len(local), H = len(cross), b, me, h, nchunk = 0
+    cdef int last = -1, plast = -1
     if chunk == 0:
         chunk = count if count else 1
-    while off < count or (count == 0 and off == 0):
-        cnt = min(chunk, count - off)
-        hier_chunk(sch, chan, out + off * es, a + off * es, cnt, local, cross)
-        off += cnt
-        if count == 0:
-            break
-
-
-cdef hier_chunk(Schedule sch, int chan, uintptr_t out, uintptr_t a, uint64_t count,
-                list local, list cross):
-    cdef int L = len(local), H = len(cross), b, me, h, last = -1, first, last2
-    cdef uint64_t es = sch.esize, lo, hi, blo, bcnt
-    cdef const char *src
     me, h = local.index(sch.rank), cross.index(sch.rank)
     if L * H == 1:
         sch.pre_copy(<char *>out, <const char *>a, count * es)
@@ -38,46 +31,93 @@ cdef hier_chunk(Schedule sch, int chan, uintptr_t out, uintptr_t a, uint64_t cou
     cdef char **po = <char **>malloc(m * sizeof(char *))
     cdef const char **pa = <const char **>malloc(m * sizeof(char *))
     cdef uint64_t *nb = <uint64_t *>malloc(m * sizeof(uint64_t))
+    # the local ring's send ops of this chunk and of the previous one (its allgather's
+    # receives wait for them: they read the memory the receives overwrite)
     cdef int32_t *lsidx = <int32_t *>malloc(m * sizeof(int32_t))
+    cdef int32_t *plsidx = <int32_t *>malloc(m * sizeof(int32_t))
     cdef int32_t *xsidx = <int32_t *>malloc(m * sizeof(int32_t))
+    cdef int32_t *tmp
     try:
         for b in range(L):
             lg[b] = local[b]
         for b in range(H):
             xg[b] = cross[b]
-        # 1. reduce-scatter within the host: block me of out holds the host's sum
-        for b in range(L):
-            lo, hi = (count * b) // L, (count * (b + 1)) // L
-            po[b], pa[b], nb[b] = <char *>out + lo * es, <const char *>a + lo * es, (hi - lo) * es
-        blo, bcnt = (count * me) // L, (count * (me + 1)) // L - (count * me) // L
-        if L > 1:
-            last = ring_rs(sch, chan, po, pa, nb, lsidx, lg, L, me)
-        src = <const char *>out if L > 1 else <const char *>a
-        # 2. allreduce of that block across hosts (in place in out when L > 1)
-        if H > 1:
-            for b in range(H):
-                lo, hi = (bcnt * b) // H, (bcnt * (b + 1)) // H
-                po[b] = <char *>out + (blo + lo) * es
-                pa[b] = src + (blo + lo) * es
-                nb[b] = (hi - lo) * es
-            first = sch.nops
-            last2 = ring_rs(sch, chan, po, pa, nb, xsidx, xg, H, h, last)
-            ring_ag(sch, chan, po, NULL, nb, last2, xsidx, xg, H, h)
-            # block me is final once the last non-empty receive of step 2 is: receives
-            # on one endpoint finish in order, but an empty one counts as done at once
-            for b in range(sch.nops - 1, first - 1, -1):
-                if sch.ops[b].kind != NZ_SEND and sch.ops[b].kind != NZ_RECV_HDR \
-                        and sch.ops[b].nbytes > 0:
-                    last = b
-                    break
-        # 3. allgather within the host
-        if L > 1:
-            for b in range(L):
-                lo, hi = (count * b) // L, (count * (b + 1)) // L
-                po[b], nb[b] = <char *>out + lo * es, (hi - lo) * es
-            ring_ag(sch, chan, po, NULL, nb, last, lsidx, lg, L, me)
+        while off < count or (count == 0 and off == 0):
+            cnt = min(chunk, count - off)
+            last = _hier_rs(sch, chan, out + off * es, a + off * es, cnt, lg, L, me,
+                            po, pa, nb, lsidx)
+            if nchunk:  # the previous chunk's allgather, behind this chunk's reduce-scatter
+                _hier_ag(sch, chan, out + poff * es, pcnt, lg, L, me, po, nb, plast, plsidx)
+            last = _hier_x(sch, chan, out + off * es, a + off * es, cnt, xg, H, h, L, me,
+                           po, pa, nb, xsidx, last)
+            poff, pcnt, plast = off, cnt, last
+            tmp = plsidx; plsidx = lsidx; lsidx = tmp
+            nchunk += 1
+            off += cnt
+            if count == 0:
+                break
+        _hier_ag(sch, chan, out + poff * es, pcnt, lg, L, me, po, nb, plast, plsidx)
     finally:
-        free(lg); free(xg); free(po); free(<void *>pa); free(nb); free(lsidx); free(xsidx)
+        free(lg); free(xg); free(po); free(<void *>pa); free(nb); free(lsidx); free(plsidx)
+        free(xsidx)
+
+
+cdef int _hier_rs(Schedule sch, int chan, uintptr_t out, uintptr_t a, uint64_t count,
+                  int *lg, int L, int me, char **po, const char **pa, uint64_t *nb,
+                  int32_t *lsidx) except -2:
+    """Reduce-scatter within the host: block me of out holds the host's sum. Returns the
+    op that finishes it (-1: none, L == 1)."""
+    cdef uint64_t es = sch.esize, lo, hi
+    cdef int b
+    if L == 1:
+        return -1
+    for b in range(L):
+        lo, hi = (count * b) // L, (count * (b + 1)) // L
+        po[b], pa[b], nb[b] = <char *>out + lo * es, <const char *>a + lo * es, (hi - lo) * es
+    return ring_rs(sch, chan, po, pa, nb, lsidx, lg, L, me)
+
+
+cdef int _hier_x(Schedule sch, int chan, uintptr_t out, uintptr_t a, uint64_t count,
+                 int *xg, int H, int h, int L, int me, char **po, const char **pa,
+                 uint64_t *nb, int32_t *xsidx, int last) except -2:
+    """Allreduce of block me across hosts (in place in out when L > 1). Returns the op
+    that makes block me final."""
+    cdef uint64_t es = sch.esize, lo, hi
+    cdef uint64_t blo = (count * me) // L
+    cdef uint64_t bcnt = (count * (me + 1)) // L - blo
+    cdef const char *src = <const char *>out if L > 1 else <const char *>a
+    cdef int b, first, last2
+    if H == 1:
+        return last
+    for b in range(H):
+        lo, hi = (bcnt * b) // H, (bcnt * (b + 1)) // H
+        po[b] = <char *>out + (blo + lo) * es
+        pa[b] = src + (blo + lo) * es
+        nb[b] = (hi - lo) * es
+    first = sch.nops
+    last2 = ring_rs(sch, chan, po, pa, nb, xsidx, xg, H, h, last)
+    ring_ag(sch, chan, po, NULL, nb, last2, xsidx, xg, H, h)
+    # block me is final once the last non-empty receive of step 2 is: receives on one
+    # endpoint finish in order, but an empty one counts as done at once
+    for b in range(sch.nops - 1, first - 1, -1):
+        if sch.ops[b].kind != NZ_SEND and sch.ops[b].kind != NZ_RECV_HDR \
+                and sch.ops[b].nbytes > 0:
+            return b
+    return last
+
+
+cdef int _hier_ag(Schedule sch, int chan, uintptr_t out, uint64_t count, int *lg, int L,
+                  int me, char **po, uint64_t *nb, int last, int32_t *lsidx) except -2:
+    """Allgather within the host, once block me is final (last)."""
+    cdef uint64_t es = sch.esize, lo, hi
+    cdef int b
+    if L == 1:
+        return 0
+    for b in range(L):
+        lo, hi = (count * b) // L, (count * (b + 1)) // L
+        po[b], nb[b] = <char *>out + lo * es, (hi - lo) * es
+    ring_ag(sch, chan, po, NULL, nb, last, lsidx, lg, L, me)
+    return 0
 
 
 cdef int *hier_grid(Schedule sch, list hosts, int *H, int *L, int *h, int *me) except NULL:
