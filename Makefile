@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 NP     ?= 4
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: setup build demo test test-% test-pure bench bench-kernels debug clean lint info compare
+.PHONY: setup build demo test test-% test-pure bench bench-kernels debug clean lint info compare asan
 
 setup:
 	@bash tools/setup.sh
@@ -42,3 +42,18 @@ clean:
 # Comparison suite (issue #4): nezha vs Gloo, Open MPI and MPTCP in one lab; COMPARE_ARGS="--rates 400mbit,100mbit" / "--quick".
 compare: build
 	$(PY) -m nezha bench compare $(COMPARE_ARGS)
+
+# Sanitizer build (issue 18): the extensions with ASan + UBSan into build/asan (a copy of the
+# package beside them, the tree's own build untouched), then the fuzz tests' real rank and
+# INA service run on it (LD_PRELOAD of libasan, see tests/test_fuzz.py). FUZZ_SECONDS per test.
+ASAN_DIR := build/asan
+FUZZ_SECONDS ?= 6
+asan: setup
+	@mkdir -p $(ASAN_DIR) && rm -rf $(ASAN_DIR)/nezha && cp -r nezha $(ASAN_DIR)/nezha
+	@find $(ASAN_DIR)/nezha \( -name '*.so' -o -name '__pycache__' \) -prune -exec rm -rf {} +
+	@flock build/.lock env CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -g" \
+		LDFLAGS="-fsanitize=address,undefined" \
+		$(PY) setup.py -q build_ext --build-lib $(ASAN_DIR) --build-temp $(ASAN_DIR)/tmp -j 2 \
+		2>&1 | grep -E "error|Error" || true
+	@ls $(ASAN_DIR)/nezha/_core/engine*.so $(ASAN_DIR)/nezha/_core/ina*.so >/dev/null
+	NEZHA_FUZZ_ASAN=$(ASAN_DIR) NEZHA_FUZZ_SECONDS=$(FUZZ_SECONDS) $(PY) -m pytest -q -s -p no:cacheprovider tests/test_fuzz.py

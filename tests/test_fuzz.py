@@ -197,6 +197,8 @@ def run_fuzz(victim, seconds, seed, rails=None, kinds=None, max_cases=None):
         if res == "hang":
             pytest.fail(f"the real rank hung in case {case}:\n{victim.stacks()}")
         assert res["case"] == i, (res, case)
+        if os.environ.get("NEZHA_FUZZ_ASAN"):  # really the sanitizer build
+            assert res["engine"].startswith(asan_env()["NEZHA_FUZZ_ASAN_BUILD"]), res
         assert not res["outcome"].startswith("UNCLEAN"), (case, res)
         assert res["guards"], ("bytes written outside the user's buffer", case, res)
         assert res["secs"] < BOUND, ("no error within the bound", case, res)
@@ -266,7 +268,8 @@ def test_fuzz_ina_service(tmp_path):
     srv = subprocess.Popen([sys.executable, "-m", "nezha", "ina", "serve", "--addr", "127.0.0.1",
                             "--port", "0", "--slots", "64", "--quota", "32",
                             "--ready-file", str(ready), "--stats", "0"],
-                           env=env, stdout=errf, stderr=subprocess.STDOUT)
+                           env=env, stdout=errf, stderr=subprocess.STDOUT,
+                           cwd=str(tmp_path))  # not ./nezha: PYTHONPATH decides
     try:
         t_end = time.monotonic() + 20
         while not ready.exists() and time.monotonic() < t_end and srv.poll() is None:

@@ -16,9 +16,9 @@ import traceback
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-import nezha  # noqa: E402
-from nezha.bootstrap.env import EnvBootstrap  # noqa: E402
+import nezha  # from PYTHONPATH: the tree, or the sanitizer build (make asan)
+import nezha._core.engine
+from nezha.bootstrap.env import EnvBootstrap
 
 GUARD = 4096
 PAT = 0xA5
@@ -99,7 +99,7 @@ def run(case):
     except Exception as exc:  # noqa: BLE001
         outcome, msg = f"UNCLEAN close {type(exc).__name__}", traceback.format_exc()[-1500:]
     return dict(case=case["case"], outcome=outcome, msg=msg, secs=round(secs, 3),
-                guards=all(guards_ok(w) for w in bufs))
+                guards=all(guards_ok(w) for w in bufs), engine=nezha._core.engine.__file__)
 
 
 def main():
