@@ -3,10 +3,10 @@
 service. Every case must end in "ok" or a nezha exception on the real rank, within a bound
 of its timeout, with the guard bytes around its buffers intact; the rank must not die.
 
-Seeded (NEZHA_FUZZ_SEED, default 18) and bounded: NEZHA_FUZZ_SECONDS per test (default 6;
-the long mode is e.g. NEZHA_FUZZ_SECONDS=1800). NEZHA_FUZZ_ASAN=build/asan runs the real
+Seeded (TEST_FUZZ_SEED, default 18) and bounded: TEST_FUZZ_SECONDS per test (default 6;
+the long mode is e.g. TEST_FUZZ_SECONDS=1800). TEST_FUZZ_ASAN=build/asan runs the real
 rank on the engine built with ASan and UBSan (`make asan`). Counts per outcome class are
-printed (pytest -s) and appended to NEZHA_FUZZ_REPORT if set (docs/hardening.md)."""
+printed (pytest -s) and appended to TEST_FUZZ_REPORT if set (docs/hardening.md)."""
 import collections
 import json
 import os
@@ -28,8 +28,8 @@ from tests.spawn import free_port
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VICTIM = os.path.join(ROOT, "tests", "workers", "fuzz_victim.py")
 SECRET = bytes.fromhex("5e" * 32)
-SEED = int(os.environ.get("NEZHA_FUZZ_SEED", "18"))
-SECONDS = float(os.environ.get("NEZHA_FUZZ_SECONDS", "6"))
+SEED = int(os.environ.get("TEST_FUZZ_SEED", "18"))
+SECONDS = float(os.environ.get("TEST_FUZZ_SECONDS", "6"))
 TIMEOUT = 0.5          # the real rank's NEZHA_TIMEOUT in a case
 CONNECT = 3.0          # its NEZHA_CONNECT_TIMEOUT
 # a case must end within this (a hang otherwise): the run's deadline, the vote's, the wait
@@ -39,7 +39,7 @@ BOUND = CONNECT + 4 * TIMEOUT + 3.0
 
 def asan_env():
     """Environment that runs the victim on the sanitizer build, if asked for."""
-    d = os.environ.get("NEZHA_FUZZ_ASAN")
+    d = os.environ.get("TEST_FUZZ_ASAN")
     if not d:
         return {}
     d = os.path.join(ROOT, d) if not os.path.isabs(d) else d
@@ -51,7 +51,7 @@ def asan_env():
             # Python's own allocations are not ours to report; errors end the process
             "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=0:exitcode=86",
             "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1:exitcode=87",
-            "NEZHA_FUZZ_ASAN_BUILD": d}
+            "TEST_FUZZ_ASAN_BUILD": d}
 
 
 class Victim:
@@ -197,8 +197,8 @@ def run_fuzz(victim, seconds, seed, rails=None, kinds=None, max_cases=None):
         if res == "hang":
             pytest.fail(f"the real rank hung in case {case}:\n{victim.stacks()}")
         assert res["case"] == i, (res, case)
-        if os.environ.get("NEZHA_FUZZ_ASAN"):  # really the sanitizer build
-            assert res["engine"].startswith(asan_env()["NEZHA_FUZZ_ASAN_BUILD"]), res
+        if os.environ.get("TEST_FUZZ_ASAN"):  # really the sanitizer build
+            assert res["engine"].startswith(asan_env()["TEST_FUZZ_ASAN_BUILD"]), res
         assert not res["outcome"].startswith("UNCLEAN"), (case, res)
         assert res["guards"], ("bytes written outside the user's buffer", case, res)
         assert res["secs"] < BOUND, ("no error within the bound", case, res)
@@ -213,11 +213,11 @@ def report(name, counts, n, worst, seconds):
     for (_, out), k in counts.items():
         by_outcome[out] += k
     line = dict(test=name, seed=SEED, cases=n, seconds=round(seconds, 1), worst_case_s=worst,
-                outcomes=dict(by_outcome), asan=bool(os.environ.get("NEZHA_FUZZ_ASAN")),
+                outcomes=dict(by_outcome), asan=bool(os.environ.get("TEST_FUZZ_ASAN")),
                 by_kind={f"{k}:{o}": v for (k, o), v in sorted(counts.items())})
     print("FUZZ " + json.dumps(line))
-    if os.environ.get("NEZHA_FUZZ_REPORT"):
-        with open(os.environ["NEZHA_FUZZ_REPORT"], "a") as f:
+    if os.environ.get("TEST_FUZZ_REPORT"):
+        with open(os.environ["TEST_FUZZ_REPORT"], "a") as f:
             f.write(json.dumps(line) + "\n")
 
 
@@ -314,8 +314,8 @@ def test_fuzz_ina_service(tmp_path):
         s.close()
         print("FUZZ " + json.dumps(dict(test="ina", datagrams=sent,
                                         seconds=round(time.monotonic() - t0, 1))))
-        if os.environ.get("NEZHA_FUZZ_REPORT"):
-            with open(os.environ["NEZHA_FUZZ_REPORT"], "a") as f:
+        if os.environ.get("TEST_FUZZ_REPORT"):
+            with open(os.environ["TEST_FUZZ_REPORT"], "a") as f:
                 f.write(json.dumps(dict(test="ina", datagrams=sent,
                                         seconds=round(time.monotonic() - t0, 1))) + "\n")
         assert srv.poll() is None, (tmp_path / "ina.log").read_text()
