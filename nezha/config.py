@@ -232,10 +232,12 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
     Param("INA_MIN_BYTES", "size", "1M", help=(
         "Smallest share of an allreduce given to the INA rail; an allreduce under twice this "
         "stays on the TCP rails (it would not pay for the agreement after it).")),
-    Param("INA_TIMEOUT", "float", "0.5", bound="> 0", help=(
-        "Seconds without progress after which the INA rail counts as failed in a collective "
-        "(its range is then re-run on the TCP rails, exactly, and the rail tried again "
-        "later). Keep it several retransmission timeouts long.")),
+    Param("INA_TIMEOUT", "float", "0.15", bound="> 0", help=(
+        "Seconds without any result from the INA service after which the INA rail counts "
+        "as failed in a collective (the part no rank got a result for is then re-run on the "
+        "TCP rails, exactly, and the rail tried again later). Results come back every "
+        "round trip while any slot of the window gets through, so one slot's retransmission "
+        "backoff (up to 200 ms) does not count; raise it on very lossy rails.")),
     Param("LOOP_RAILS", "int", "2", bound=">= 1", help=(
         "How many rails NEZHA_RAILS=loop makes, on the loopback addresses 127.0.0.1, "
         "127.0.0.2, ... (named loop0, loop1, ...).")),

@@ -555,3 +555,36 @@ def test_lab_blackholed_ina_rail_is_an_error(lab_factory):
     res = lab.run([sys.executable, "-c", code], env_rendezvous=True, capture=True, timeout=60)
     assert "[1] TIMEOUT no answer from an INA service at 10.10.0.254:17017" in res.stdout, res.stdout
     assert "[0] REGISTERED" in res.stdout
+
+
+def test_failed_collective_reports_the_final_prefix(service):
+    """A rank that goes silent mid-collective (every datagram of it dropped from some point
+    on): both ranks time out, and every element before the done_prefix each reports is
+    the exact sum already (the offload re-runs only the rest on TCP)."""
+    srv = service()
+    cs = clients(srv, 2, timeout=0.3)
+    n = 4 << 20
+    bufs = [np.full(n, r + 1, np.int32) for r in range(2)]
+    started = threading.Event()
+
+    def body(r):
+        started.set()
+        with pytest.raises(NezhaTimeout):
+            cs[r].allreduce(bufs[r], ReduceOp.SUM)
+        return cs[r].done_prefix
+
+    def silence():  # rank 1 goes silent a little after the start
+        started.wait(5)
+        time.sleep(0.01)
+        cs[1].set_faults(drop_every=1)
+
+    t = threading.Thread(target=silence, daemon=True)
+    t.start()
+    done = on_ranks(2, body)
+    t.join(5)
+    ce = cs[0].chunk_bytes // 4
+    for r in range(2):
+        assert 0 <= done[r] < n and (done[r] % ce == 0), done
+        assert np.all(bufs[r][:done[r]] == 3), f"rank {r}: a non-final element before its prefix"
+    for c in cs:
+        c.close()

@@ -868,6 +868,10 @@ typedef struct {
     double srtt_us, rttvar_us;
     int64_t min_rto_us, max_rto_us;
     ina_cli_stats_t st;
+    /* elements of the last allreduce's buffer final at its return, from the start: all of
+     * them after success; after a failure, up to the lowest chunk still without a result
+     * (a re-run elsewhere need not redo them) */
+    int64_t done_prefix;
     char err[256];
 } ina_client_t;
 
@@ -1180,6 +1184,7 @@ static int ina_client_allreduce(ina_client_t *c, void *buf, size_t count, int dt
         return ina_cli_fail(c, -EOPNOTSUPP, "INA cannot reduce dtype %d with op %d", dtype, op);
     c->seq++;
     c->st.collectives++;
+    c->done_prefix = 0;
     if (count == 0) return 0;
     size_t es = nezha_dtype_size(dtype), ce = ina_chunk_elems(dtype, c->chunk_bytes);
     int64_t nch = (int64_t)((count + ce - 1) / ce);
@@ -1315,6 +1320,7 @@ static int ina_client_allreduce(ina_client_t *c, void *buf, size_t count, int dt
     }
 #undef INA_SEND_CHUNK
     c->last_ms = ina_now_ms();
+    c->done_prefix = (int64_t)count;
     goto out;
 neterr:
     if (rc == -ECONNREFUSED)
@@ -1322,6 +1328,12 @@ neterr:
     else
         ina_cli_fail(c, rc, "INA service %s: %s", c->where, strerror(-rc));
 out:
+    if (rc < 0 && ss) {  /* slot s holds chunks s, s+W, ...: all below its current one are done */
+        int64_t low = nch;
+        for (int s = 0; s < W; s++)
+            if (ss[s].chunk >= 0 && ss[s].chunk < low) low = ss[s].chunk;
+        c->done_prefix = (int64_t)((uint64_t)low * ce < count ? (uint64_t)low * ce : count);
+    }
     free(ss);
     free(q);
     free(rm);

@@ -52,6 +52,7 @@ cdef extern from "nezha/nezha_ina.h" nogil:
         double srtt_us, rttvar_us
         int64_t min_rto_us, max_rto_us
         ina_cli_stats_t st
+        int64_t done_prefix
         char err[256]
 
     void ina_client_init(ina_client_t *c)
@@ -308,6 +309,12 @@ cdef class Client:
     def token(self):
         """The job token (tests use it to play a stranger who learned it)."""
         return self.c.token
+
+    @property
+    def done_prefix(self):
+        """Elements of the last allreduce's buffer that were final when it returned (all
+        after success; after a failure those below the first chunk without a result)."""
+        return self.c.done_prefix
 
     @property
     def chunk_bytes(self):

@@ -124,6 +124,12 @@ class InaClient:
         offload shape of DESIGN.md (CollNet's iallreduce + test)."""
         return InaRequest(self.allreduce, buf, op, dtype, kw)
 
+    @property
+    def done_prefix(self):
+        """Elements of the last allreduce's range final when it returned: all of them after
+        success; after a failure, those before the first chunk without a result."""
+        return self._c.done_prefix
+
     def set_faults(self, drop_every=0, dup_every=0, reorder_every=0, drop_result_every=0):
         """Test hook: drop / duplicate / reorder every k-th data datagram sent, drop every
         k-th result received."""

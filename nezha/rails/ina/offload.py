@@ -7,10 +7,12 @@ k comes from the two paths' measured rates, so both finish together: the offload
 moves S per rank each way, the ring 2(N-1)/N * S, and the rates measured include that.
 
 Every decision is taken alike on every rank, from numbers every rank holds alike: after each
-split collective the ranks sum, over the TCP rails, an int64 vector (INA failed here?, TCP
-ns, INA ns). The same sums give the same rates, hence the same k next time; a failure
-anywhere makes every rank re-run [k, n) on the TCP rails from its saved input (exact
-result), drop the INA rail, and try it again every READMIT_EVERY eligible collectives.
+split collective the ranks take the MAX, over the TCP rails, of an int64 vector (INA failed
+here?, TCP ns, INA ns, elements INA left unfinished here). The same numbers give the same
+rates, hence the same k next time; a failure anywhere makes every rank re-run on the TCP
+rails, from its saved input, the part of [k, n) that some rank got no result for (results
+are final once they arrive: the service sends each chunk's sum only when every rank's part
+is in), drop the INA rail, and try it again every READMIT_EVERY eligible collectives.
 """
 import threading
 import time
@@ -20,6 +22,7 @@ import numpy as np
 from nezha import log
 from nezha.errors import NezhaError
 from nezha.rails.ina.client import InaClient, parse_addrs, reduce_support
+from nezha.types import ReduceOp
 
 READMIT_EVERY = 16   # eligible collectives between tries to register again after a failure
 EWMA = 0.5           # weight of the newest agreed rate
@@ -91,13 +94,14 @@ class InaOffload:
             snap = a[k:n].copy()  # in place: INA overwrites it, a re-run needs the input
         else:
             out[k:n] = a[k:n]
-        job = dict(k=k, n=n, snap=snap, t0=time.perf_counter_ns(), t1=None, err=None)
+        job = dict(k=k, n=n, snap=snap, a=a, t0=time.perf_counter_ns(), t1=None, err=None, done=0)
 
         def run(client=self.client):
             try:
                 client.allreduce(out, op, dt, start=k, stop=n)
             except BaseException as exc:  # noqa: BLE001 - finish() reports it
                 job["err"] = exc
+            job["done"] = client.done_prefix  # [k, k + done) is final here
             job["t1"] = time.perf_counter_ns()  # its own end: finish() may come later
 
         job["thread"] = t = threading.Thread(target=run, name="nezha-ina", daemon=True)
@@ -110,28 +114,35 @@ class InaOffload:
         job["thread"].join()
 
     def finish(self, job, out, tcp_ns, rerun):
-        """After the TCP part: wait for INA, agree with every rank, re-run [k, n) on TCP
-        (rerun(view)) if INA failed anywhere, learn the rates."""
+        """After the TCP part: wait for INA, agree with every rank, re-run on TCP
+        (rerun(view, lo, hi)) what INA did not finish on every rank, learn the rates."""
         k, n = job["k"], job["n"]
         self.wait(job)
         failed = int(job["err"] is not None)
         if failed:
             log.warn("HEALTH", f"INA rail at {self.address} failed: {job['err']}")
         ina_ns = job["t1"] - job["t0"]
-        agreed = np.array([failed, tcp_ns, ina_ns], np.int64)
-        self.comm._internal_allreduce(agreed, "ina agreement")
+        # MAX of (failed, times, elements left): the slowest rank's times and the least any
+        # rank finished; results below that are final on every rank, the rest is re-run
+        left = (n - k) - job["done"] if failed else 0
+        agreed = np.array([failed, tcp_ns, ina_ns, left], np.int64)
+        self.comm._internal_allreduce(agreed, "ina agreement", ReduceOp.MAX)
         es = out.itemsize
         if agreed[0]:
             self.failures += 1
+            lo = n - int(agreed[3])
             if job["snap"] is not None:
-                out[k:n] = job["snap"]
-            rerun(out, k, n)   # every rank: the range again, over the TCP rails
+                out[lo:n] = job["snap"][lo - k:]
+            else:
+                out[lo:n] = job["a"][lo:n]
+            log.info("HEALTH", f"INA rail: re-running {n - lo} of {n - k} offloaded elements "
+                     "on the TCP rails")
+            rerun(out, lo, n)   # every rank: what INA left, over the TCP rails
             self._drop()
             return
         self.offloads += 1
-        size = self.comm.size
-        tcp_rate = k * es / max(agreed[1] / size, 1) * 1e9
-        ina_rate = (n - k) * es / max(agreed[2] / size, 1) * 1e9
+        tcp_rate = k * es / max(agreed[1], 1) * 1e9
+        ina_rate = (n - k) * es / max(agreed[2], 1) * 1e9
         if k > 0:
             self.rate_tcp = tcp_rate if self.rate_tcp is None else (
                 EWMA * tcp_rate + (1 - EWMA) * self.rate_tcp)
