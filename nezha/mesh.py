@@ -109,7 +109,8 @@ class Mesh:
         names = {p: self.peer_name(p) for p in range(self.size)}
         names.update({("chan", c): self.chan_name(c) for c in range(self.nchan)})
         listeners = [r.listener for r in self.rails]
-        socks = establish(self.rank, secret, listeners, targets, expected, timeout, names)
+        socks = establish(self.rank, secret, listeners, targets, expected, timeout, names,
+                          gone_if_refused=True)
         for (peer, chan, purpose), s in socks.items():
             tune(s, bufsize if purpose == auth.PURPOSE_DATA else 0)
             if purpose == auth.PURPOSE_CTRL:
@@ -193,8 +194,10 @@ class Mesh:
                 else:
                     expected.add(key)
         listeners = [self.rails[c // self.nconns].listener for c in sorted(set(chans))]
+        names = {p: self.peer_name(p) for p in range(self.size)}  # errors name who and where
+        names.update({("chan", c + (generation << 16)): self.chan_name(c) for c in chans})
         got = establish(self.rank, secret, list(dict.fromkeys(listeners)), targets, expected,
-                        self.timeout)
+                        self.timeout, names, gone_if_refused=True)
         out = {}
         for (peer, cg, purpose), s in got.items():
             tune(s, self.bufsize)

@@ -91,7 +91,18 @@ class EnvBootstrap(Bootstrap):
             deadline = time.monotonic() + self.timeout
             try:
                 for (r, _, _), s in conns.items():
-                    got = _recv_json(s, deadline)
+                    try:
+                        got = _recv_json(s, deadline)
+                    except (PeerError, NezhaTimeout) as exc:
+                        # name the rank, and tell the ranks waiting for the answer who it
+                        # was (they would only see this rank close: tests/test_peer_death.py)
+                        text = (f"nezha: rank 0: bootstrap: rank {r} failed in the exchange "
+                                f"({str(exc).removeprefix('nezha: bootstrap: ')}): that "
+                                "process exited, died or is stuck")
+                        err = (PeerError(text, peer=r) if isinstance(exc, PeerError)
+                               else NezhaTimeout(text))
+                        _abort_others(conns, r, str(err), deadline)
+                        raise err from None
                     # an authenticated peer may still be buggy or hostile: a clean error
                     if not (isinstance(got, list) and len(got) == 2):
                         raise PeerError(f"nezha: bootstrap: rank {r} sent a malformed message",
@@ -113,7 +124,13 @@ class EnvBootstrap(Bootstrap):
         deadline = time.monotonic() + self.timeout
         try:
             _send_json(s, [self.round, obj], deadline)
-            return _recv_json(s, deadline)
+            got = _recv_json(s, deadline)
+            if isinstance(got, dict) and "abort" in got:  # rank 0 says which rank failed
+                peer = got.get("peer")
+                raise PeerError(f"nezha: rank {self.rank}: "
+                                f"{str(got['abort']).removeprefix('nezha: ')[:500]}",
+                                peer=peer if isinstance(peer, int) else None)
+            return got
         except OSError as exc:
             raise PeerError(f"nezha: rank {self.rank}: bootstrap: rank 0 at {self.addr}:{self.port} "
                             f"dropped the exchange ({exc}); it probably failed to start, see its "
@@ -126,6 +143,16 @@ class EnvBootstrap(Bootstrap):
         if self.listener is not None:
             self.listener.close()
             self.listener = None
+
+
+def _abort_others(conns, bad, text, deadline):
+    """Best effort: rank 0 tells the other ranks of a round that rank `bad` failed."""
+    for (r, _, _), s in conns.items():
+        if r != bad:
+            try:
+                _send_json(s, {"abort": text, "peer": bad}, min(deadline, time.monotonic() + 1))
+            except OSError:
+                pass
 
 
 def _send_json(s, obj, deadline):

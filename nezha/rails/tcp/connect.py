@@ -39,13 +39,18 @@ def _describe(key, names):
     return f"rank {peer} ({names.get(peer, '?')}) {kind} connection on {names.get(('chan', chan), chan)}"
 
 
-def establish(rank, secret, listeners, targets, expected, timeout, names=None):
+def establish(rank, secret, listeners, targets, expected, timeout, names=None,
+              gone_if_refused=False):
     """Connect to targets and accept expected keys; returns {key: connected socket}.
 
     listeners: listening sockets (any may receive any expected key).
     targets: {key: (addr, port, local_addr)} connections this rank opens.
     expected: set of keys (peer, channel, purpose) peers open towards us.
     names: optional labels for error messages ({peer: "host", ("chan", c): "rail0"}).
+    gone_if_refused: the targets were listening before we learnt of them (the mesh: every
+    rank listens before the exchange of addresses), so a refused connection means the peer
+    closed its listener: it exited or died. A PeerError at once instead of retrying until
+    the deadline (tests/test_peer_death.py). Not for the rendezvous, which may start late.
     """
     names = names or {}
     deadline = time.monotonic() + timeout
@@ -83,6 +88,11 @@ def establish(rank, secret, listeners, targets, expected, timeout, names=None):
                     c.sock.close()
                     continue
                 except OSError as exc:
+                    if c.outgoing and gone_if_refused and exc.errno == errno.ECONNREFUSED:
+                        raise PeerError(
+                            f"nezha: rank {rank}: {_describe(c.key, names)} refused at "
+                            f"{c.peer_addr}: rank {c.key[0]} no longer listens (that process "
+                            "exited or died)", peer=c.key[0]) from exc
                     if c.outgoing and exc.errno in (errno.ECONNREFUSED, errno.ECONNRESET,
                                                     errno.ETIMEDOUT, errno.EHOSTUNREACH):
                         # peer not listening yet, or went away: retry until the deadline

@@ -1,0 +1,137 @@
+"""Peer death at every phase (bootstrap, connect, mid-collective, mid-vote, re-admission) and a
+stopped peer (SIGSTOP, then SIGCONT): 3 ranks over two loop rails (failover on), one of them
+killed (SIGKILL, by itself, at the phase: tests/workers/death_worker.py). Every other rank
+must raise a nezha error naming the dead rank within its timeout; results stay exact.
+The table of phase -> error per rank -> seconds is printed (pytest -s) and in
+docs/hardening.md. Earlier tests cover the mid-collective kill with one rail
+(test_errors.py), on loop rails (test_loop_faults.py) and in the lab (test_failover.py)."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from nezha.transports import fault
+from tests.spawn import free_port
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORKER = os.path.join(ROOT, "tests", "workers", "death_worker.py")
+TIMEOUT, CONNECT = 10.0, 5.0
+
+
+def start(tmp_path, phase, doomed, n=3):
+    table = fault.FaultTable.create(str(tmp_path / "faults"))
+    port = free_port()
+    procs = []
+    for r in range(n):
+        env = dict(os.environ, PYTHONPATH=ROOT, RANK=str(r), WORLD_SIZE=str(n),
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), NEZHA_JOB_SECRET="7d" * 16,
+                   NEZHA_RAILS="loop", NEZHA_FAULTS=table.path, NEZHA_READMIT="0.3",
+                   NEZHA_TIMEOUT=str(TIMEOUT), NEZHA_CONNECT_TIMEOUT=str(CONNECT),
+                   NEZHA_RAIL_TIMEOUT="0.25", NEZHA_HEARTBEAT="0.02", TEST_PHASE=phase,
+                   TEST_DOOMED=str(doomed), TEST_DIR=str(tmp_path),
+                   TEST_STOP=str(tmp_path / "stop"))
+        for k in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "LOCAL_RANK"):
+            env.pop(k, None)
+        log = open(tmp_path / f"rank{r}.log", "w")
+        p = subprocess.Popen([sys.executable, WORKER], env=env, stdout=log,
+                             stderr=subprocess.STDOUT)
+        p.logf, p.logpath = log, tmp_path / f"rank{r}.log"
+        procs.append(p)
+    return table, procs
+
+
+def ready(tmp_path, procs, ranks, timeout=60):
+    end = time.time() + timeout
+    while time.time() < end and all(p.poll() is None for p in procs):
+        if all((tmp_path / f"ready.{r}").exists() for r in ranks):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def finish(tmp_path, procs, timeout=60):
+    """Wait for every rank (a hang fails the test); {rank: RESULT} of those that printed."""
+    end = time.time() + timeout
+    out = {}
+    try:
+        for r, p in enumerate(procs):
+            try:
+                p.wait(max(1, end - time.time()))
+            except subprocess.TimeoutExpired:
+                (tmp_path / "stop").write_text("")
+                pytest.fail(f"rank {r} hung:\n" + "\n".join(
+                    q.logpath.read_text()[-3000:] for q in procs))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            p.logf.close()
+    for r, p in enumerate(procs):
+        lines = [ln for ln in p.logpath.read_text().splitlines() if ln.startswith("RESULT ")]
+        if lines:
+            out[r] = json.loads(lines[-1][7:])
+    return out
+
+
+def show(phase, results):
+    print("DEATH " + json.dumps({"phase": phase, "ranks": {
+        r: [res["error"], res.get("secs"), (res.get("msg") or "")[:160]]
+        for r, res in sorted(results.items())}}))
+
+
+PHASES = [("bootstrap", 2), ("connect", 1), ("collective", 2), ("vote", 1), ("readmit", 1)]
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("phase,doomed", PHASES)
+def test_peer_death_at_every_phase(tmp_path, phase, doomed):
+    table, procs = start(tmp_path, phase, doomed)
+    others = [r for r in range(3) if r != doomed]
+    if phase == "readmit":
+        assert ready(tmp_path, procs, range(3)), [p.logpath.read_text()[-2000:] for p in procs]
+        table.cut(1, [doomed], others)   # rail 1 down for the doomed rank ...
+        time.sleep(1.0)
+        table.heal()                     # ... and back: its re-admission is where it dies
+    results = finish(tmp_path, procs)
+    show(phase, results)
+    assert procs[doomed].returncode == -signal.SIGKILL, results
+    for r in others:
+        res = results.get(r)
+        assert res is not None, procs[r].logpath.read_text()[-3000:]
+        assert res["wrong"] == 0, res
+        assert res["error"] in ("PeerError", "NezhaTimeout"), res
+        assert f"rank {doomed}" in res["msg"], res
+        limit = CONNECT if res["stage"] == "init" else TIMEOUT
+        assert res["secs"] < limit + 3, res   # within the timeout (a hang bound, not a timing)
+
+
+@pytest.mark.timeout(180)
+def test_stopped_peer_times_out_and_resumes_uncorrupted(tmp_path):
+    """SIGSTOP rank 2 mid-run: ranks 0 and 1 raise within the timeout naming it; after
+    SIGCONT rank 2 raises too (the others are gone) and no rank saw a wrong result."""
+    table, procs = start(tmp_path, "none", 2)
+    assert ready(tmp_path, procs, range(3)), [p.logpath.read_text()[-2000:] for p in procs]
+    procs[2].send_signal(signal.SIGSTOP)
+    t0 = time.time()
+    try:
+        for p in procs[:2]:
+            p.wait(TIMEOUT + 20)
+    finally:
+        procs[2].send_signal(signal.SIGCONT)
+    stopped_for = time.time() - t0
+    results = finish(tmp_path, procs)
+    show("sigstop", results)
+    for r in (0, 1):
+        res = results[r]
+        assert res["wrong"] == 0 and res["error"] in ("NezhaTimeout", "RailSystemError",
+                                                      "PeerError"), res
+        assert "rank 2" in res["msg"], res
+        assert res["secs"] < TIMEOUT + 3, res
+    res = results[2]
+    assert res["wrong"] == 0 and res["error"] is not None, res  # an error, not a wrong sum
+    assert stopped_for < TIMEOUT + 20
