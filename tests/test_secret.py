@@ -116,3 +116,32 @@ def test_stranger_with_the_rendezvous_but_not_the_secret_file_is_rejected(tmp_pa
         assert res and res["stage"] == "init" and res["error"] in (
             "AuthenticationError", "NezhaTimeout", "PeerError"), out
     assert any(res["error"] == "AuthenticationError" for _, res, _ in results)
+
+
+def test_torch_store_without_secret_warns_too(clean, monkeypatch):
+    """The torch backend's bootstrap (a store anyone reaching MASTER_PORT can read) shares a
+    secret through the store when none is given: said at WARN, once, like the derived one."""
+    from nezha.bootstrap import store as boot_store
+
+    class Store:  # the part of torch.distributed.Store it uses
+        def __init__(self):
+            self.d = {}
+
+        def set(self, k, v):
+            self.d[k] = v.encode() if isinstance(v, str) else v
+
+        def get(self, k):
+            return self.d[k]
+
+        def wait(self, keys, timeout):
+            assert all(k in self.d for k in keys)
+
+    said = []
+    monkeypatch.setattr(boot_env, "_warned", False)
+    monkeypatch.setattr(boot_env.log, "warn", lambda cat, msg: said.append((cat, msg)))
+    b = boot_store.StoreBootstrap(Store(), 0, 1)
+    assert len(b.secret) == 32
+    assert len(said) == 1 and "torch store" in said[0][1] and "not attackers" in said[0][1]
+    said.clear()
+    clean.setenv("NEZHA_JOB_SECRET", "ab" * 16)
+    assert boot_store.StoreBootstrap(Store(), 0, 1).secret == b"\xab" * 16 and not said

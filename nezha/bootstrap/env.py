@@ -23,13 +23,14 @@ _LEN = struct.Struct("<I")
 _warned = False
 
 
-def _warn_derived_secret():
-    """Once per process: a secret anyone can derive keeps strays out, not attackers."""
+def _warn_derived_secret(how="is derived from MASTER_ADDR/MASTER_PORT"):
+    """Once per process: a secret anyone can derive (or read from the rendezvous) keeps
+    strays out, not attackers. how: where the secret comes from instead."""
     global _warned
     if not _warned:
         _warned = True
         log.warn("BOOT", "no job secret from the launcher (NEZHA_JOB_SECRET or "
-                 "NEZHA_JOB_SECRET_FILE): the secret is derived from MASTER_ADDR/MASTER_PORT, "
+                 f"NEZHA_JOB_SECRET_FILE): the secret {how}, "
                  "which keeps out strays, not attackers (docs/security.md)")
 
 

@@ -35,6 +35,9 @@ class StoreBootstrap(Bootstrap):
             # The store is then the trust anchor: whoever can read it (for a TCPStore, anyone
             # who reaches MASTER_ADDR:MASTER_PORT) learns the secret. Give NEZHA_JOB_SECRET
             # (or NEZHA_JOB_SECRET_FILE) to every rank to keep that out of the store.
+            from nezha.bootstrap.env import _warn_derived_secret
+            _warn_derived_secret("is shared through the torch store, which anyone who reaches "
+                                 "MASTER_ADDR:MASTER_PORT can read")
             if self.rank == 0:
                 self.store.set("nezha/secret", secrets.token_hex(32))
             secret = bytes.fromhex(self._get("nezha/secret").decode())
