@@ -61,6 +61,8 @@ def worker(args):
             open(args.stop + ".warm", "w").close()  # the driver cuts only from now on
         wrong += int(not np.array_equal(a[1:], expect[1:]))
         alive = sum(1 << c for c, ok in enumerate(comm.planner.alive) if ok)
+        if comm._ina is not None:  # --ina: TCP on rail0 (bit 0), the INA rail as bit 1
+            alive = (alive & 1) | (2 if comm._ina.alive else 0)
         rows.append((t0, t1, alive))
     st = comm.stats()
     total_wrong = comm._boot.allgather(wrong)
@@ -124,6 +126,9 @@ def main():
     p.add_argument("--rate", default="400mbit")
     p.add_argument("--ranks-per-host", type=int, default=1,
                    help="ranks in each of the 4 hosts (shared memory between them)")
+    p.add_argument("--ina", action="store_true",
+                   help="rail0 TCP + an INA service on rail1 (NEZHA_RAILS=tcp,shm,ina); every "
+                   "cut hits rail1, so the INA part of each collective fails over to TCP")
     p.add_argument("--log", help="write every run's worker output to LOG-SIZE-MODE.txt "
                    "(with NEZHA_DEBUG=INFO: what each rank re-ran, and when)")
     p.add_argument("--json", default=os.path.join(ROOT, "bench", "out", "failover.json"))
@@ -133,11 +138,13 @@ def main():
 
     from nezha.lab import Lab, LabSpec
     lab = Lab(LabSpec(hosts=4, rails=2, rates=args.rate, name="nzfo",
-                      ranks_per_host=args.ranks_per_host))
+                      ranks_per_host=args.ranks_per_host, ina=(1,) if args.ina else ()))
     lab.up(replace=True)
     results = []
     env = dict(os.environ, PYTHONPATH=ROOT, NEZHA_SOCKET_IFNAME="rail0,rail1",
                NEZHA_READMIT="0.3")
+    if args.ina:
+        env.update(NEZHA_SOCKET_IFNAME="rail0", NEZHA_RAILS="tcp,shm,ina")
     try:
         for size in (parse_size(s) for s in args.sizes.split(",")):
             for mode in args.modes.split(","):
@@ -166,9 +173,13 @@ def main():
                 one_rail_s = size * 1.5 / (parse_rate(args.rate) / 8)
                 down_s = max(args.down_s, 3 * one_rail_s)
                 gap_s = max(args.gap_s, 3 * one_rail_s / 2 + 2.5)
+                if args.ina:  # the INA rail is tried again every READMIT_EVERY allreduces
+                    from nezha.rails.ina.offload import READMIT_EVERY
+                    gap_s = max(gap_s, (READMIT_EVERY + 4) * one_rail_s + 2)
                 for k in range(args.failures):
                     # cut the rail small messages ride on (rail0) or alternate for large ones
                     host, rail = 1 + k % 3, 0 if (size < (1 << 20) or k % 2 == 0) else 1
+                    rail = 1 if args.ina else rail
                     tf = time.time()
                     lab.fail(host, rail, mode)
                     time.sleep(down_s)

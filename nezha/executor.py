@@ -149,6 +149,9 @@ class Executor:
         k = off.split(n, es, dt, op)
         if k is None:
             off.eligible(n, es, dt, op)
+            # one the rail would take when alive stays off the fast path: its calls must come
+            # back here, where they count toward re-admitting the rail
+            req.offloaded = off.wants(n, es, dt, op)
             return self._execute(req)
         req.offloaded = True
         req.spec = (coll, int(dt), int(op), k, root, lambda: self.planner.allreduce(k, es),

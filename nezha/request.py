@@ -18,7 +18,7 @@ class Request:
         self.retarget = None        # () -> build writing into scratch (collectives that can be lazy)
         self.error = None
         self.ina = None             # (a, out, dtype, op): an allreduce the INA rail may share
-        self.offloaded = False      # part of it ran on the INA rail
+        self.offloaded = False      # part of it ran on the INA rail (or could: no fast path)
         self._done = False
 
     def _finish(self, error=None):

@@ -1,5 +1,5 @@
 """The INA rail inside the communicator: allreduces split between loop (TCP) rails and an INA
-service, exact against a numpy oracle; the service killed mid-run is rerouted, exact."""
+service, exact against a numpy oracle; the service killed mid-run is rerouted, exact, and a restarted one is re-admitted."""
 import json
 import os
 import subprocess
@@ -27,7 +27,7 @@ def service():
     srv.close()
 
 
-def run_ranks(n, mode, srv_port, tmp_path, timeout=200, during=None):
+def run_ranks(n, mode, srv_port, tmp_path, timeout=200, during=None, extra=None):
     port = free_port()
     procs = []
     for r in range(n):
@@ -36,7 +36,8 @@ def run_ranks(n, mode, srv_port, tmp_path, timeout=200, during=None):
                    NEZHA_RAILS="loop,ina", NEZHA_INA_ADDR=f"127.0.0.1:{srv_port}",
                    NEZHA_INA_MIN_BYTES="256k", NEZHA_TIMEOUT="60",
                    NEZHA_RAIL_TIMEOUT="0.25", NEZHA_HEARTBEAT="0.02",
-                   TEST_STOP=str(tmp_path / "stop"), TEST_PROGRESS=str(tmp_path / "progress"))
+                   TEST_STOP=str(tmp_path / "stop"), TEST_PROGRESS=str(tmp_path / "progress"),
+                   **(extra or {}))
         for k in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"):
             env.pop(k, None)
         with open(tmp_path / f"rank{r}.log", "w") as log:
@@ -91,3 +92,53 @@ def test_service_killed_mid_run_is_rerouted_exact(service, tmp_path):
         assert r["wrong"] == 0, res
         assert r["failures"] >= 1 and not r["alive"], res
         assert r["offloads"] >= 1, res
+
+
+def test_restarted_service_is_readmitted(service, tmp_path):
+    """Killed mid-run, then started again on the same port: the rail is re-admitted (after
+    READMIT_EVERY eligible allreduces), with one buffer reused call after call (those calls
+    must not slip onto the fast path, where nothing counts toward re-admission)."""
+    from nezha.rails.ina.offload import READMIT_EVERY
+    prog, stop = tmp_path / "progress", tmp_path / "stop"
+    again = []
+
+    def at():
+        return int(prog.read_text() or 0) if prog.exists() else 0
+
+    def cycle():
+        deadline = time.time() + 150
+        while time.time() < deadline and at() < 4:
+            time.sleep(0.05)
+        port = service.port
+        service.close()  # its socket goes once serve() returns (within ~100 ms)
+        k = at()
+        while time.time() < deadline and at() < k + 4:
+            time.sleep(0.05)
+        while True:
+            try:
+                srv = _ina.Server("127.0.0.1", port, slots=256, quota=64, job_timeout=30.0)
+                break
+            except Exception:  # noqa: BLE001 - the old socket may linger a moment
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.1)
+        t = threading.Thread(target=srv.serve, daemon=True)
+        t.start()
+        again.append((srv, t))
+        k = at()
+        while time.time() < deadline and at() < k + READMIT_EVERY + 8:
+            time.sleep(0.05)
+        stop.touch()
+
+    try:
+        # one TCP rail: no closing vote, so a repeated call is what the fast path takes
+        res = run_ranks(2, "same", service.port, tmp_path, during=cycle,
+                        extra={"NEZHA_LOOP_RAILS": "1"})
+    finally:
+        for srv, t in again:
+            srv.stop()
+            t.join(5)
+            srv.close()
+    for r in res:
+        assert r["wrong"] == 0, res
+        assert r["failures"] >= 1 and r["alive"], res

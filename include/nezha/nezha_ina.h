@@ -1312,7 +1312,7 @@ static int ina_client_allreduce(ina_client_t *c, void *buf, size_t count, int dt
         }
         if (now - last_progress > (int64_t)timeout_ms * 1000) {
             c->st.timeouts++;
-            rc = ina_cli_fail(c, -ETIMEDOUT, "INA service %s: no result for %.1f s (%lld of %lld chunks "
+            rc = ina_cli_fail(c, -ETIMEDOUT, "INA service %s: no result for %.3g s (%lld of %lld chunks "
                               "done; the service or another rank of the job is gone?)", c->where,
                               timeout_ms / 1000.0, (long long)done, (long long)nch);
             goto out;

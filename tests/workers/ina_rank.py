@@ -57,8 +57,10 @@ def main(mode):
             comm.allreduce(a, op=ReduceOp.AVG)
             runs += 1
             wrong += not np.allclose(a, np.mean(np.stack(xs), axis=0), rtol=1e-6, atol=0)
-    else:  # loop until the stop file: the test kills the service meanwhile
+    else:  # loop until the stop file: the test kills (and may restart) the service meanwhile
         stop = os.environ["TEST_STOP"]
+        count = (3 << 20) // 4 + 5
+        same = np.empty(count, np.float32)  # "same": one buffer, as a training loop has
         while True:
             flag = np.array([float(os.path.exists(stop))], np.float64)
             comm.allreduce(flag, op=ReduceOp.MAX)
@@ -66,7 +68,13 @@ def main(mode):
                 break
             seed += 1
             runs += 1
-            wrong += not check(comm, np.float32, "sum", (3 << 20) // 4 + 5, seed, seed % 2 == 0)
+            if mode == "same":
+                xs = inputs(comm.rank, comm.size, np.float32, count, seed)
+                same[:] = xs[comm.rank]
+                comm.allreduce(same)
+                wrong += not np.array_equal(same, np.sum(np.stack(xs), axis=0))
+            else:
+                wrong += not check(comm, np.float32, "sum", count, seed, seed % 2 == 0)
             if comm.rank == 0:
                 with open(os.environ["TEST_PROGRESS"], "w") as f:
                     f.write(str(runs))

@@ -76,7 +76,7 @@ class InaOffload:
 
     def split(self, count, es, dt, op):
         """Elements [k, count) go to INA: k, or None to leave the whole collective to TCP."""
-        if not self.alive or count * es < 2 * self.min_bytes or not reduce_support(dt, op):
+        if not self.alive or not self.wants(count, es, dt, op):
             return None
         if self.rate_tcp is None or self.rate_ina is None:
             f = 0.5  # cold: half each, measured, then split by the measured rates
@@ -162,9 +162,13 @@ class InaOffload:
         log.warn("HEALTH", f"INA rail at {self.address} left out; trying it again every "
                  f"{READMIT_EVERY} large allreduces")
 
+    def wants(self, count, es, dt, op):
+        """Whether this allreduce is one the rail takes a part of while alive."""
+        return count * es >= 2 * self.min_bytes and reduce_support(dt, op)
+
     def eligible(self, count, es, dt, op):
         """Called for every allreduce alike on every rank: counts toward re-admission."""
-        if self.alive or count * es < 2 * self.min_bytes or not reduce_support(dt, op):
+        if self.alive or not self.wants(count, es, dt, op):
             return
         self.since_fail += 1
         if self.since_fail < READMIT_EVERY:
