@@ -195,7 +195,7 @@ def play(peer, case, deadline):
     at = rng.choice([0, rng.randrange(32), 32, rng.randrange(33, 4096)])
     sent = [0] * len(peer.data)
     mutated = False
-    ctrl_done = not kind.startswith(("ctrl", "die-vote"))
+    ctrl_done = not kind.startswith(("ctrl", "die-vote", "vote-"))
     idle_since = time.monotonic()
     if kind == "ctrl-status-first":  # a vote before rank 0 has started anything
         _inject_ctrl(peer, rng, "ctrl-status")
@@ -206,7 +206,7 @@ def play(peer, case, deadline):
             if not ctrl_done:  # rank 0 is waiting (or done): now the control traffic
                 _inject_ctrl(peer, rng, kind)
                 ctrl_done = True
-                if kind == "die-vote":
+                if kind in ("die-vote", "vote-slice0"):
                     return
                 continue
             if time.monotonic() - idle_since > 0.15:
@@ -216,7 +216,7 @@ def play(peer, case, deadline):
         if not ctrl_done:  # rank 0 is mid-collective, waiting for our bytes
             _inject_ctrl(peer, rng, kind)
             ctrl_done = True
-            if kind == "die-vote":
+            if kind in ("die-vote", "vote-slice0"):
                 return
         for i, data in got.items():
             if not data:
@@ -267,6 +267,9 @@ def _inject_ctrl(peer, rng, kind):
     elif kind == "ctrl-unknown":
         payload = os.urandom(rng.randrange(0, 64))
         peer.send_ctrl(rail, frame(rng.choice([0, 4, 77, 65535]), length=len(payload)) + payload)
+    elif kind == "vote-slice0":  # rank 0's first vote, in its first collective: slice 0
+        for r in range(len(peer.ctrl)):
+            peer.send_ctrl(r, frame(STATUS, seq=0, mask=1, coll=0))
     elif kind in ("ctrl-status", "die-vote"):
         for _ in range(rng.randrange(1, 4)):
             if rng.random() < 0.6:  # plausible: the vote and collective rank 0 is at

@@ -243,6 +243,29 @@ def test_fuzz_votes_and_control(victim):
     assert n >= 3
 
 
+@pytest.mark.timeout(120)
+def test_vote_naming_a_dead_channel_is_not_a_spin(victim):
+    """Regression (found by the fuzz run under ASan): a STATUS frame saying "slice 0
+    unfinished" in rank 0's striped collective, then silence. The engine set channel 0 aside
+    and then counted it as news on every pass, looping without looking at the deadline: a
+    hang at 100 % CPU instead of an error (include/nezha/nezha_engine.h, nz_check_silence)."""
+    case = dict(case=0, coll="allreduce_oop", dtype="float64", count=267560, kind="vote-slice0",
+                rails=2, seed=1, then="silent", heartbeat=True, port=free_port(),
+                timeout=TIMEOUT, connect_timeout=CONNECT)
+    victim.start(case)
+    peer = fuzzpeer.FuzzPeer(case["port"], SECRET, 2, CONNECT)
+    try:
+        fuzzpeer.play(peer, case, time.monotonic() + 3 * TIMEOUT)
+        res = victim.result(BOUND)
+    finally:
+        peer.close()
+    if res == "hang" or res is None:
+        pytest.fail(f"the real rank {'hung' if res else 'died'}:\n{victim.stacks()}")
+    print("REGRESSION", res)
+    assert res["outcome"] in ("NezhaTimeout", "PeerError", "RailSystemError"), res
+    assert res["guards"] and res["secs"] < BOUND, res
+
+
 @pytest.mark.timeout(600)
 def test_fuzz_bootstrap(victim):
     """A rank that passes the rendezvous's handshake, then sends nonsense or dies."""

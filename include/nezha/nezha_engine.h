@@ -448,8 +448,12 @@ static inline int nz_check_silence(nz_engine_t *e, int64_t now) {
                 h->status_coll[p * 2 + slot] != e->vote_coll)
                 continue;
             uint64_t m = h->status_mask[p * 2 + slot];
+            /* only channels not set aside yet count as news: a hit makes nz_progress loop
+             * again without looking at the deadline, so a vote naming a channel already
+             * dead (e.g. a hostile peer's STATUS frame) spun forever (tests/test_fuzz.py) */
             for (int32_t i = 0; i < e->nslices && i < 64; i++)
-                if (m & (1ULL << i)) hit |= nz_fail_chan(e, e->slice_chan[i], p, NZ_WHY_PEER, 0);
+                if ((m & (1ULL << i)) && !nz_chan_dead(e, e->slice_chan[i]))
+                    hit |= nz_fail_chan(e, e->slice_chan[i], p, NZ_WHY_PEER, 0);
         }
     }
     for (int32_t i = 0; i < e->nep; i++) {
