@@ -273,17 +273,18 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
         "learned from finished collectives: the rails finish together) or equal (the same "
         "share on every rail, as a static striping library does; for comparisons).")),
     Param("PROBE", "enum", "auto", allowed=("auto", "on", "off"), help=(
-        "Start-up rate probe (nezha/topo/rateprobe.py): with two or more rails, one timed "
-        "allreduce split evenly over every rail, whose per-rail times (the slowest rank's, "
+        "Start-up rate probe (nezha/topo/rateprobe.py): with two or more rails, two short "
+        "timed allreduces over every rail at once, whose per-rail times (the slowest rank's, "
         "agreed by all) seed the cost model, so the first collectives are already split by "
         "rail speed; measurements replace it. auto probes when a rail's nominal speed is "
         "unknown or untrusted (virtual NICs such as the lab's veth, shaped links) and skips "
         "loopback rails; on always probes; off never (the prior is then the nominal speeds, "
         "or equal).")),
-    Param("PROBE_BYTES", "size", "512k", help=(
-        "Bytes per rail of the start-up probe's allreduce (NEZHA_PROBE). Make it well above "
-        "a shaper's burst (the lab's tbf lets about 88 KB through unshaped); on 100 Mbit/s "
-        "with 4 ranks, 512k takes about 65 ms.")),
+    Param("PROBE_BYTES", "size", "256k", help=(
+        "Bytes per rail of the start-up probe's first allreduce (NEZHA_PROBE); its second "
+        "gives the slowest rail 2.5 times this and the others more, in proportion to their "
+        "rates. Make it larger than a shaper's burst (the lab's tbf lets about 88 KB through "
+        "unshaped). On 100 Mbit/s with 4 ranks, 256k makes the probe about 130 ms.")),
     Param("ALGO", "enum", "auto", allowed=("auto", "ring", "rd", "hier"), help=(
         "Algorithm of allreduce, allgather, reduce_scatter and broadcast: ring (flat: over "
         "all ranks; for allreduce reduce-scatter then allgather, pipelined in "

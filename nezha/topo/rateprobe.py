@@ -7,16 +7,20 @@ collectives would then be split evenly, which on 400 + 100 Mbit/s rails makes th
 slower than the split the model learns a few collectives later.
 
 The probe, run once by every rank in Communicator() (NEZHA_PROBE):
-  1. one allreduce of NEZHA_PROBE_BYTES per channel, split evenly over every channel at once
-     (ring; all rails busy together, as in a striped collective). Equal bytes on every rail
-     make a shaper's burst (tbf lets its bucket through unshaped) inflate every rail's rate
-     by about the same factor, so the ratio, which is all a split uses, stays right;
-  2. the engine's per-channel finish times, agreed as int64 MAX over the ranks (the slowest
-     rank's view; exact, so every rank computes bit-identical seeds: ranks that planned
-     different splits would mismatch). A channel some rank did not time (a rail failed
-     during the probe) voids the probe for every rank alike;
-  3. rate = bytes per channel / agreed seconds, in Mbit/s, as the model's nominal rates
-     (CostModel.nominal): cold buckets split by them until measured rates replace them.
+  1. round 1: one allreduce of NEZHA_PROBE_BYTES per channel on every channel at once (ring;
+     all rails busy together, as in a striped collective); the engine's per-channel finish
+     times, agreed as int64 MAX over the ranks (the slowest rank's view; exact, so every
+     rank computes bit-identical numbers: ranks that planned different splits would
+     mismatch). A channel some rank did not time (a rail failed during the probe) voids
+     the probe for every rank alike;
+  2. round 2, after an idle gap of GAP_S: the same, the slowest channel carrying ROUND2 x
+     the bytes and the others in proportion to round 1's rates (so that the fast rails run
+     as long as the slow one: their few milliseconds in round 1 are mostly fixed costs);
+  3. rate = (bytes in round 2 - bytes in round 1) / (agreed time 2 - agreed time 1) per
+     channel, in Mbit/s: a shaper's burst (tbf lets its full bucket through unshaped, about
+     88 KB in the lab) and per-step latencies are in both rounds and drop out. The rates
+     become the model's nominal rates (CostModel.nominal): cold buckets split by them until
+     measured rates replace them.
 Both steps are regular collectives (they vote and fail over like any other, and time out
 after NEZHA_TIMEOUT); neither is recorded by the model. Python runs here, once, never per
 chunk.
@@ -60,35 +64,69 @@ def decide(mode: str, rails: list[tuple[str, int | None, bool]], nranks: int,
     return True, f"no trusted nominal speed on {', '.join(unknown)}"
 
 
-def rates_from_agreed(agreed: list[int], nchan: int, chan_bytes: int) -> list[float] | None:
-    """Per-channel Mbit/s from the agreed vector [max ns per channel] + [-min ns per channel];
-    None when some rank did not time some channel. Deterministic: the same on every rank."""
+ROUND2 = 2.5       # round 2: the slowest channel carries this many times round 1's bytes
+MAX_RATIO = 8      # ... and no channel more than this many times the slowest one's
+GAP_S = 0.02       # idle before round 2: every shaper's bucket full again, as before round 1
+
+
+def agreed_times(agreed: list[int], nchan: int) -> list[int] | None:
+    """Per-channel ns from the agreed vector [max ns per channel] + [-min ns per channel];
+    None when some rank did not time some channel (a rail failed during the probe)."""
     hi, lo = agreed[:nchan], [-x for x in agreed[nchan:2 * nchan]]
-    if len(hi) != nchan or any(x <= 0 for x in lo) or any(x <= 0 for x in hi):
+    if len(hi) != nchan or len(lo) != nchan or any(x <= 0 for x in lo + hi):
         return None
-    return [chan_bytes * 8e3 / ns for ns in hi]   # bytes / (ns * 1e-9) * 8e-6
+    return list(hi)
+
+
+def round2_counts(t1: list[int], cnt1: int, n: int) -> list[int]:
+    """Elements per channel in round 2: in proportion to round 1's rates (channels that were
+    faster carry more, so that every channel runs about as long as the slowest), at least
+    ROUND2 x round 1's; integers from agreed integers, so the same on every rank."""
+    slow = max(t1)
+    base = int(cnt1 * ROUND2) // n * n
+    return [min(base * slow // t, base * MAX_RATIO) // n * n for t in t1]
+
+
+def rates_from_rounds(t1: list[int], t2: list[int], cnt1: int, cnt2: list[int],
+                      es: int) -> list[float] | None:
+    """Mbit/s per channel from two rounds: (bytes2 - bytes1) / (t2 - t1). A shaper's burst
+    (tbf's bucket, full at the start of both rounds) and the fixed per-step costs appear in
+    both rounds alike and drop out. None if some channel did not take longer in round 2."""
+    out = []
+    for a, b, c2 in zip(t1, t2, cnt2):
+        if b <= a or c2 <= cnt1:
+            return None
+        out.append((c2 - cnt1) * es * 8e3 / (b - a))   # bytes / (ns * 1e-9) * 8e-6
+    return out
+
+
+def rates_of_round(t: list[int], counts: list[int], es: int) -> list[float]:
+    """Mbit/s per channel of one round alone (bytes / agreed time)."""
+    return [c * es * 8e3 / ns for c, ns in zip(counts, t)]
 
 
 def probe(comm, nbytes: int) -> dict | None:
     """Run the probe on a started communicator (every rank together); returns what it found
     ({"mbps": per channel, "ms": wall time, ...}) and seeds comm.planner.model, or None when
-    it found nothing usable."""
+    it found nothing usable.
+
+    Round 1: nbytes on every channel at once. Round 2, after an idle gap: every channel
+    again, the slowest with ROUND2 x nbytes, the others in proportion to round 1's rates.
+    The rate of a channel is the difference of bytes over the difference of agreed times."""
     t0 = time.perf_counter()
     n, nchan = comm.size, comm.nchan
     es = 4
-    cnt = max(int(nbytes) // es // n * n, n)    # per channel, a multiple of the ranks
-    buf = np.zeros(cnt * nchan, np.float32)
-    plan = Plan([(c, c * cnt, cnt) for c in range(nchan)], ALGO_RING, None, es)
-    _run(comm, "rate probe", SEQ_BASE, buf, DType.FLOAT32, ReduceOp.SUM, plan,
-         lambda s, algo, chan, off, c, src: _eng.ring_allreduce(
-             s, chan, address(buf) + off * es, address(src) + off * es, c))
-    mine = [t for t, _ in comm._engine.channel_times_ns()]
-    vec = np.array(mine + [-t for t in mine], np.int64)   # MAX of both: max and -min
-    agree = Plan([(comm.planner.best_channel(), 0, vec.size)], ALGO_RD, None, 8)
-    _run(comm, "rate probe agreement", SEQ_BASE + 1, vec, DType.INT64, ReduceOp.MAX, agree,
-         lambda s, algo, chan, off, c, src: _eng.rd_allreduce(
-             s, chan, address(vec) + off * 8, address(src) + off * 8, c))
-    mbps = rates_from_agreed([int(x) for x in vec], nchan, cnt * es)
+    cnt1 = max(int(nbytes) // es // n * n, n)    # per channel, a multiple of the ranks
+    t1 = _round(comm, [cnt1] * nchan, 0)
+    cnt2 = round2_counts(t1, cnt1, n) if t1 else None
+    t2 = None
+    if t1:
+        time.sleep(GAP_S)
+        t2 = _round(comm, cnt2, 2)
+    mbps = rates_from_rounds(t1, t2, cnt1, cnt2, es) if t1 and t2 else None
+    how = "difference of the rounds"
+    if mbps is None and t2:   # noise larger than the difference (a fast loopback): round 2
+        mbps, how = rates_of_round(t2, cnt2, es), "round 2 alone"
     ms = (time.perf_counter() - t0) * 1e3
     names = [comm._mesh.chan_name(c) for c in range(nchan)]
     if mbps is None:
@@ -97,13 +135,33 @@ def probe(comm, nbytes: int) -> dict | None:
         return None
     comm.planner.model.nominal = list(mbps)
     comm.planner.model.version += 1
-    log.info("TOPO", f"rate probe ({cnt * es} B per channel over {n} ranks, {ms:.0f} ms): "
+    log.info("TOPO", f"rate probe ({cnt1 * es} B then {[c * es for c in cnt2]} B per channel "
+             f"over {n} ranks, {ms:.0f} ms, {how}): "
              + ", ".join(f"{nm} {r:.0f} Mbit/s" for nm, r in zip(names, mbps))
              + " -> cost-model prior split "
              + ", ".join(f"{nm} {100 * r / sum(mbps):.1f}%" for nm, r in zip(names, mbps)))
     return {"mbps": {nm: round(r, 1) for nm, r in zip(names, mbps)},
-            "bytes_per_channel": cnt * es, "ms": round(ms, 1),
-            "agreed_ns": [int(x) for x in vec[:nchan]]}
+            "bytes": [cnt1 * es, [c * es for c in cnt2]], "ms": round(ms, 1), "how": how,
+            "agreed_ns": [t1, t2]}
+
+
+def _round(comm, counts, k):
+    """One timed allreduce with counts[c] elements on channel c, and the agreement of its
+    per-channel times (int64 MAX of [ns] + [-ns]: every rank gets the same integers)."""
+    es, nchan = 4, comm.nchan
+    offs = [sum(counts[:c]) for c in range(nchan)]
+    buf = np.zeros(sum(counts), np.float32)
+    plan = Plan([(c, offs[c], counts[c]) for c in range(nchan)], ALGO_RING, None, es)
+    _run(comm, "rate probe", SEQ_BASE + k, buf, DType.FLOAT32, ReduceOp.SUM, plan,
+         lambda s, algo, chan, off, c, src: _eng.ring_allreduce(
+             s, chan, address(buf) + off * es, address(src) + off * es, c))
+    mine = [t for t, _ in comm._engine.channel_times_ns()]
+    vec = np.array(mine + [-t for t in mine], np.int64)   # MAX of both: max and -min
+    agree = Plan([(comm.planner.best_channel(), 0, vec.size)], ALGO_RD, None, 8)
+    _run(comm, "rate probe agreement", SEQ_BASE + k + 1, vec, DType.INT64, ReduceOp.MAX, agree,
+         lambda s, algo, chan, off, c, src: _eng.rd_allreduce(
+             s, chan, address(vec) + off * 8, address(src) + off * 8, c))
+    return agreed_times([int(x) for x in vec], nchan)
 
 
 def _has_nominal(comm):

@@ -1,0 +1,159 @@
+#!/usr/bin/env python
+"""The first large allreduce after start vs the learned optimum, start-up probe on and off.
+
+Builds a 4-host lab with rails 400 + 100 Mbit/s (or uses --lab), and for each repetition and
+each NEZHA_PROBE mode starts a fresh job (one rank per host, NEZHA_SOCKET_IFNAME=rail0,rail1:
+veth, whose nominal speed nezha does not trust) that runs --count back-to-back allreduces of
+--size bytes, each after a barrier. The learned optimum is the median of collectives 10..19
+(the model is HOT by then). Prints a table and, with --json, writes every row.
+    flock /tmp/nezha-timing.lock python bench/first_collective.py [--reps 3] [--json F]
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+
+def worker(args):
+    """One rank: Communicator(), then timed allreduces; JSON lines on rank 0."""
+    import numpy as np
+
+    t0 = time.perf_counter()
+    import nezha
+    comm = nezha.Communicator()
+    init_ms = (time.perf_counter() - t0) * 1e3
+    a = np.ones(args.size // 4, np.float32)
+    if args.warmup:
+        # diagnostic: one allreduce of the same size on another buffer, split evenly, that
+        # the cost model never sees (key None: not recorded), so the timed first collective
+        # still runs on the prior but no longer pays whatever the first large run costs
+        from nezha._core import engine as _eng
+        from nezha.buffers import address
+        from nezha.planner import ALGO_RING, Plan
+        from nezha.topo.rateprobe import _run
+        from nezha.types import DType, ReduceOp
+        w = np.ones_like(a)
+        k = w.size // comm.nchan
+        plan = Plan([(c, c * k, k if c < comm.nchan - 1 else w.size - c * k)
+                     for c in range(comm.nchan)], ALGO_RING, None, 4)
+        comm.barrier()
+        _run(comm, "warm-up", 0xA0000010, w, DType.FLOAT32, ReduceOp.SUM, plan,
+             lambda s, algo, chan, off, c, src: _eng.ring_allreduce(
+                 s, chan, address(w) + off * 4, address(src) + off * 4, c))
+    rows = []
+    for i in range(args.count):
+        comm.barrier()
+        t0 = time.perf_counter()
+        comm.allreduce(a)
+        t1 = time.perf_counter()
+        if comm.rank == 0:
+            shares = {}
+            for c, _, cnt in comm._st.last_plan.slices:
+                name = comm._mesh.chan_name(c)
+                shares[name] = shares.get(name, 0) + cnt / a.size
+            rows.append(dict(i=i, ms=(t1 - t0) * 1e3, shares=shares))
+    if comm.rank == 0:
+        st = comm.stats()
+        print("RUN " + json.dumps(dict(init_ms=init_ms, probe=st["probe"], rows=rows,
+                                       rates=st["model"]["rates_mbps"])), flush=True)
+    comm.close()
+
+
+def parse_size(s):
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    s = s.upper()
+    return int(s[:-1]) * units[s[-1]] if s[-1] in units else int(s)
+
+
+def summarize(run, lo=10, hi=20):
+    """first ms, optimum (median of collectives lo..hi-1) and their ratio."""
+    ms = [r["ms"] for r in run["rows"]]
+    hi = min(hi, len(ms))
+    lo = min(lo, hi - 1)
+    opt = statistics.median(ms[lo:hi])
+    return dict(first_ms=ms[0], second_ms=ms[1], opt_ms=opt, ratio=ms[0] / opt,
+                first_split=run["rows"][0]["shares"], opt_split=run["rows"][hi - 1]["shares"],
+                init_ms=run["init_ms"], probe=run["probe"])
+
+
+def main():
+    """Driver."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--size", default="16M")
+    p.add_argument("--count", type=int, default=20)
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--modes", default="auto,off", help="NEZHA_PROBE values to compare")
+    p.add_argument("--rates", default="400mbit,100mbit")
+    p.add_argument("--lab", default=None, help="use this running lab")
+    p.add_argument("--json", default=None)
+    p.add_argument("--log", default=None, help="append every job's output to this file")
+    p.add_argument("--warmup", action="store_true",
+                   help="diagnostic: one unrecorded evenly split allreduce before the timed ones")
+    p.add_argument("-x", action="append", default=[], help="extra K=V for the ranks")
+    args = p.parse_args()
+    args.size = parse_size(args.size)
+    if args.worker:
+        return worker(args)
+
+    from nezha.lab import Lab, LabSpec
+    lab = Lab.attach(args.lab) if args.lab else Lab(LabSpec(hosts=4, rails=2, rates=args.rates,
+                                                            name="nzfc"))
+    if not args.lab:
+        lab.up(replace=True)
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--size", str(args.size),
+           "--count", str(args.count)] + (["--warmup"] if args.warmup else [])
+    runs = []
+    try:
+        for rep in range(args.reps):
+            for mode in args.modes.split(","):
+                env = dict(os.environ, PYTHONPATH=ROOT, NEZHA_SOCKET_IFNAME="rail0,rail1",
+                           NEZHA_PROBE=mode)
+                env.update(kv.split("=", 1) for kv in args.x)
+                res = lab.run(cmd, env=env, timeout=600, capture=True)
+                got = [json.loads(ln[4:]) for ln in (res.stdout or "").splitlines()
+                       if ln.startswith("RUN ")]
+                if args.log:
+                    with open(args.log, "a") as f:
+                        f.write(f"=== rep {rep} NEZHA_PROBE={mode}\n{res.stdout or ''}"
+                                f"{res.stderr or ''}")
+                if res.returncode != 0 or not got:
+                    print((res.stdout or "") + (res.stderr or ""), file=sys.stderr)
+                    return 1
+                runs.append({"rep": rep, "mode": mode, **got[0], **summarize(got[0])})
+    finally:
+        if not args.lab:
+            lab.down()
+
+    print(f"# first {args.size >> 20} MiB allreduce after start vs the learned optimum (median "
+          f"of collectives 10..19); 4 hosts x 1 rank, rails {args.rates}"
+          + ("; after one unrecorded warm-up allreduce" if args.warmup else ""))
+    print(f"{'# probe':<9}{'rep':>4}{'init ms':>9}{'probe ms':>10}{'probe split':>13}"
+          f"{'1st ms':>9}{'2nd ms':>9}{'opt ms':>9}{'1st/opt':>9}  1st split -> learned split")
+    for r in runs:
+        pr = r["probe"]
+        psplit = (f"{100 * pr['mbps']['rail0'] / sum(pr['mbps'].values()):.1f}%"
+                  if pr.get("probed") else "-")
+        fs = "/".join(f"{100 * v:.1f}" for v in r["first_split"].values())
+        os_ = "/".join(f"{100 * v:.1f}" for v in r["opt_split"].values())
+        print(f"{r['mode']:<9}{r['rep']:>4}{r['init_ms']:>9.0f}"
+              f"{pr.get('ms', 0):>10.0f}{psplit:>13}{r['first_ms']:>9.1f}{r['second_ms']:>9.1f}"
+              f"{r['opt_ms']:>9.1f}{r['ratio']:>9.3f}  {fs} -> {os_}")
+    for mode in args.modes.split(","):
+        rs = [r["ratio"] for r in runs if r["mode"] == mode]
+        print(f"# NEZHA_PROBE={mode}: 1st/opt median {statistics.median(rs):.3f}, "
+              f"worst {max(rs):.3f} over {len(rs)} runs")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(size=args.size, rates=args.rates, count=args.count,
+                           warmup=args.warmup, extra_env=args.x, runs=runs), f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
