@@ -31,9 +31,9 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def run(n, scenario, timeout=60):
+def run(n, scenario, timeout=60, worker=WORKER):
     """Run scenario on n ranks (cached); [result dict per rank]."""
-    key = (n, scenario)
+    key = (n, scenario, worker)
     if key in _runs:
         return _runs[key]
     port = _free_port()
@@ -45,7 +45,7 @@ def run(n, scenario, timeout=60):
                    TORCH_DEVICE_BACKEND_AUTOLOAD="0")
         for k in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "PMI_RANK"):
             env.pop(k, None)
-        procs.append(subprocess.Popen([sys.executable, WORKER, scenario], env=env, text=True,
+        procs.append(subprocess.Popen([sys.executable, worker, scenario], env=env, text=True,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
     out = []
     try:
@@ -171,3 +171,161 @@ def test_env_from_mpi(monkeypatch):
     monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "2")
     env_from_mpi()
     assert os.environ["RANK"] == "0"
+
+
+# ---- point to point: batch_isend_irecv, tags, a 3-rank subgroup -------------------------
+# The ranks run _p2p_rank below (this file as a script), each check recorded as "ok" or
+# the error; tensors are compared exactly with what the sender sent.
+
+def _p2p_rank(rank, n):
+    import traceback
+    res = {}
+
+    def check(name, fn):
+        try:
+            fn()
+            res[name] = "ok"
+        except Exception as exc:  # recorded, reported by the test
+            res[name] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"
+
+    big = 1 << 20  # 4 MiB of float32 each way: more than a socket or ring buffer holds
+
+    def val(src, dst, k=0, count=big):
+        return torch.arange(count, dtype=torch.float32) + 1000.0 * src + 100.0 * dst + k
+
+    def batch(recv_first):
+        def go():
+            ops, outs = [], {}
+            for p in range(n):
+                if p == rank:
+                    continue
+                outs[p] = torch.full((big,), -1.0)
+                r = dist.P2POp(dist.irecv, outs[p], p)
+                s = dist.P2POp(dist.isend, val(rank, p), p)
+                ops += [r, s] if recv_first else [s, r]
+            for w in dist.batch_isend_irecv(ops):
+                w.wait()
+            for p, t in outs.items():
+                assert torch.equal(t, val(p, rank)), (p, t[:4])
+        return go
+
+    def ring():
+        out = torch.full((big,), -1.0)
+        nxt, prv = (rank + 1) % n, (rank - 1) % n
+        ops = [dist.P2POp(dist.isend, val(rank, nxt), nxt), dist.P2POp(dist.irecv, out, prv)]
+        for w in dist.batch_isend_irecv(ops):
+            w.wait()
+        assert torch.equal(out, val(prv, rank))
+
+    def irecv_then_isend():  # plain non-blocking calls, each rank receiving first
+        if rank > 1:
+            return
+        p = 1 - rank
+        out = torch.full((1000,), -1.0)
+        ws = [dist.irecv(out, p), dist.isend(val(rank, p, count=1000), p)]
+        for w in ws:
+            w.wait()
+        assert torch.equal(out, val(p, rank, count=1000))
+
+    def tags_batch():  # matched by tag, whatever the order in each rank's list
+        if rank > 1:
+            return
+        p = 1 - rank
+        tags = [7, 3, 11, 0]
+        outs = {t: torch.full((500 + t,), -1.0) for t in tags}
+        ops = [dist.P2POp(dist.isend, val(rank, p, t, 500 + t), p, tag=t) for t in tags]
+        order = tags if rank == 0 else list(reversed(tags))
+        ops += [dist.P2POp(dist.irecv, outs[t], p, tag=t) for t in order]
+        for w in dist.batch_isend_irecv(ops):
+            w.wait()
+        for t in tags:
+            assert torch.equal(outs[t], val(p, rank, t, 500 + t)), t
+
+    def tags_blocking():  # isends with tags 2, 1 against blocking recvs of tag 1, then 2
+        if rank == 0:
+            ws = [dist.isend(val(0, 1, 2, 64), 1, tag=2), dist.isend(val(0, 1, 1, 64), 1, tag=1)]
+            for w in ws:
+                w.wait()
+        elif rank == 1:
+            for t in (1, 2):
+                out = torch.empty(64)
+                dist.recv(out, 0, tag=t)
+                assert torch.equal(out, val(0, 1, t, 64)), t
+
+    def tag_mismatch():  # a clear error on the receiver; the group goes on working
+        if rank == 0:
+            dist.send(torch.ones(8), 1, tag=5)
+        elif rank == 1:
+            try:
+                dist.recv(torch.empty(8), 0, tag=6)
+            except ValueError as exc:
+                assert "tag 6" in str(exc) and "tag 5" in str(exc), str(exc)
+            else:
+                raise AssertionError("recv with tag 6 of a message with tag 5 did not raise")
+        x = torch.tensor([float(rank + 1)])
+        dist.all_reduce(x)
+        assert x.item() == n * (n + 1) / 2
+
+    def subgroup():  # ranks 0 and 2 of 3 (rank 1 is not in it), then ranks 1 and 2
+        if n < 3:
+            return
+        g02 = dist.new_group([0, 2], backend="nezha")
+        g12 = dist.new_group([1, 2], backend="nezha")
+        if rank in (0, 2):
+            x = torch.full((1001,), float(rank + 1))
+            dist.all_reduce(x, group=g02)
+            assert torch.equal(x, torch.full((1001,), 4.0)), x[:4]
+            y = torch.arange(13.0) * (rank + 1)
+            dist.broadcast(y, src=2, group=g02)
+            assert torch.equal(y, torch.arange(13.0) * 3)
+            outs = [torch.empty(5) for _ in range(2)]
+            dist.all_gather(outs, torch.full((5,), float(rank)), group=g02)
+            assert torch.equal(torch.stack(outs), torch.tensor([[0.0] * 5, [2.0] * 5]))
+            peer = 2 - rank
+            out = torch.empty(big)
+            ops = [dist.P2POp(dist.irecv, out, peer, g02), dist.P2POp(dist.isend, val(rank, peer), peer, g02)]
+            for w in dist.batch_isend_irecv(ops):
+                w.wait()
+            assert torch.equal(out, val(peer, rank))
+            assert dist.get_group_rank(g02, rank) == rank // 2
+        if rank in (1, 2):
+            z = torch.tensor([rank * 10])
+            dist.all_reduce(z, group=g12, op=dist.ReduceOp.MAX)
+            assert z.item() == 20
+            if rank == 1:
+                dist.send(torch.tensor([42, 43]), 2, group=g12, tag=9)
+            else:
+                got = torch.empty(2, dtype=torch.int64)
+                dist.recv(got, 1, group=g12, tag=9)
+                assert got.tolist() == [42, 43]
+        dist.barrier()
+
+    check("batch_recv_first", batch(True))
+    check("batch_send_first", batch(False))
+    check("ring", ring)
+    check("irecv_then_isend", irecv_then_isend)
+    check("tags_batch", tags_batch)
+    check("tags_blocking", tags_blocking)
+    check("tag_mismatch", tag_mismatch)
+    check("subgroup", subgroup)
+    return res
+
+
+P2P_CHECKS = ["batch_recv_first", "batch_send_first", "ring", "irecv_then_isend", "tags_batch",
+              "tags_blocking", "tag_mismatch", "subgroup"]
+
+
+@pytest.mark.parametrize("n", [2, 3])
+@pytest.mark.parametrize("name", P2P_CHECKS)
+def test_p2p_batch_tags_subgroup(n, name):
+    for r, res in enumerate(run(n, "p2p", timeout=90, worker=os.path.abspath(__file__))):
+        assert res["result"][name] == "ok", f"rank {r}/{n}: {res['result'][name]}"
+
+
+if __name__ == "__main__":  # one rank of a scenario above (run() starts it)
+    from datetime import timedelta as _td
+    import nezha.torch  # noqa: F401
+    dist.init_process_group("nezha", timeout=_td(seconds=40))
+    _out = {"p2p": _p2p_rank}[sys.argv[1]](dist.get_rank(), dist.get_world_size())
+    print("RESULT " + json.dumps({"result": _out}), flush=True)
+    dist.destroy_process_group()

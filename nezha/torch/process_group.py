@@ -5,10 +5,13 @@ collective and returns a NezhaWork that the group's completion thread finishes. 
 used in place where contiguous (numpy views; bfloat16 through DLPack as nezha's BFLOAT16);
 a non-contiguous tensor goes through a contiguous copy written back at completion.
 """
+import contextlib
 import os
 import threading
+import time
 from datetime import timedelta
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -57,6 +60,14 @@ class ProcessGroupNezha(dist.ProcessGroup):
         self.comm = comm
         self._lock = threading.Lock()
         self._completer = Completer(comm.timeout + 30.0, group_name or "pg")
+        self._p2p = []              # pending (kind, peer, tag, Staged, Work), posted order
+        self._p2p_cv = threading.Condition(self._lock)
+        self._p2p_last = 0.0
+        self._p2p_delay = float(os.environ.get("NEZHA_TORCH_P2P_DELAY", "0.05"))
+        self._p2p_hold = 0          # > 0 inside batch_isend_irecv: the batch is queued whole
+        self._p2p_stop = False
+        threading.Thread(target=self._p2p_flusher, name=f"nezha-torch-p2p-{group_name or 'pg'}",
+                         daemon=True).start()
 
     # ---- identity ------------------------------------------------------------------
     def getBackendName(self):
@@ -90,6 +101,7 @@ class ProcessGroupNezha(dist.ProcessGroup):
         they are done and finish() ran."""
         work = NezhaWork(value, name)
         with self._lock:
+            self._flush_locked()  # p2p ops posted before this op go first
             reqs = start(self.comm)
         return self._completer.track(work, reqs, finish)
 
@@ -349,6 +361,7 @@ class ProcessGroupNezha(dist.ProcessGroup):
                 raise TypeError(f"nezha: {name}: mixed dtypes {t.dtype} and {dtype}")
         local = torch.tensor([max([t.numel() for t in src] + [0])], dtype=torch.int64)
         with self._lock:
+            self._flush_locked()
             self.comm.allreduce(local.numpy(), op=ReduceOp.MAX)
         m = int(local[0])
         if m == 0:
@@ -421,18 +434,125 @@ class ProcessGroupNezha(dist.ProcessGroup):
         """Returns (its Work completes) when every rank entered."""
         return self._run("barrier", lambda c: [c.ibarrier()], None, [])
 
+    # Point to point. nezha runs a group's operations one after another in the order they
+    # were queued, and a send or recv holds the queue until its peer takes part. So p2p ops
+    # are not queued at once: they wait until the end of batch_isend_irecv (batch() below),
+    # until a Work of theirs is waited on or looked at, another op of the group is called,
+    # or NEZHA_TORCH_P2P_DELAY s (default 0.05) passed after the last one was posted; then
+    # the pending ops are queued in an order every rank derives alike (_flush_locked).
+    # Each message is preceded by its tag (one int64), which the receiver checks.
+    def _check_peer(self, peer, what):
+        if not isinstance(peer, int) or not 0 <= peer < self.size():
+            raise ValueError(f"nezha: {what}={peer!r} is not a rank of this group "
+                             f"(0..{self.size() - 1})")
+        if peer == self.rank():
+            raise ValueError(f"nezha: {what}={peer} is this rank; send/recv need another rank")
+
+    def _post_p2p(self, kind, t, peer, tag):
+        self._check_peer(peer, "dst" if kind == "send" else "src")
+        s = Staged(t, read=(kind == "send"))
+        work = NezhaWork([t], kind)
+        work._before = self._flush_p2p
+        with self._p2p_cv:
+            self._p2p.append((kind, peer, int(tag), s, work))
+            self._p2p_last = time.monotonic()
+            self._p2p_cv.notify()
+        return work
+
     def send(self, tensors, dst, tag=0):
-        """To group rank dst; matched in order with dst's recvs from this rank (tags are
-        not matched: messages between two ranks arrive in the order they were sent)."""
-        t = one(tensors, "send")
-        s = Staged(t)
-        return self._run("send", lambda c: [c.isend(s.buf, dst)], None, tensors)
+        """To group rank dst. Messages between two ranks are matched in order, per tag:
+        within one batch (ops posted together, as batch_isend_irecv does) sends and recvs
+        are ordered by tag on both ends; a recv whose message carries another tag raises
+        ValueError on its Work (see docs/torch.md)."""
+        return self._post_p2p("send", one(tensors, "send"), dst, tag)
 
     def recv(self, tensors, src, tag=0):
-        """From group rank src (in the order src sent)."""
-        t = one(tensors, "recv")
-        s = Staged(t, read=False)
-        return self._run("recv", lambda c: [c.irecv(s.buf, src)], s.finish, tensors)
+        """From group rank src (matched as send says)."""
+        return self._post_p2p("recv", one(tensors, "recv"), src, tag)
+
+    @contextlib.contextmanager
+    def batch(self):
+        """Hold the p2p ops posted inside; queue them together at the end (what
+        torch.distributed.batch_isend_irecv does for this group, see hook in backend.py)."""
+        with self._p2p_cv:
+            self._p2p_hold += 1
+        try:
+            yield self
+        finally:
+            with self._p2p_cv:
+                self._p2p_hold -= 1
+                if not self._p2p_hold:
+                    self._flush_locked()
+
+    def _flush_p2p(self):
+        """Queue the pending p2p ops now (a Work of theirs is being waited on)."""
+        if self._p2p and not self._p2p_hold:
+            with self._lock:
+                self._flush_locked()
+
+    def _flush_locked(self):
+        """Queue the pending p2p ops (caller holds self._lock). The order is the same on
+        both ends of every pair, whatever order they were posted in: peers in ascending
+        rank; with one peer, sends and recvs each in (tag, posted) order, and where a batch
+        goes both ways the lower rank sends first while the higher receives first. So a
+        batch in which two ranks each receive before they send (batch_isend_irecv's
+        examples) runs without waiting for buffer space."""
+        ops, self._p2p = self._p2p, []
+        if not ops:
+            return
+        me = self.rank()
+        peers = {}
+        for op in ops:
+            peers.setdefault(op[1], ([], []))[0 if op[0] == "send" else 1].append(op)
+        c = self.comm
+        for peer in sorted(peers):
+            sends, recvs = peers[peer]
+            sends.sort(key=lambda o: o[2])
+            recvs.sort(key=lambda o: o[2])
+            for group in ((sends, recvs) if me < peer else (recvs, sends)):
+                for kind, _, tag, s, work in group:
+                    try:
+                        if kind == "send":
+                            reqs = [c.isend(np.array([tag], dtype=np.int64), peer),
+                                    c.isend(s.buf, peer)]
+                            fin = None
+                        else:
+                            got = np.empty(1, dtype=np.int64)
+                            reqs = [c.irecv(got, peer), c.irecv(s.buf, peer)]
+                            fin = self._recv_check(got, tag, peer, s)
+                    except Exception as exc:  # the communicator is closed or broken
+                        work._complete(exc)
+                        continue
+                    self._completer.track(work, reqs, fin)
+
+    @staticmethod
+    def _recv_check(got, tag, peer, staged):
+        def finish():
+            if int(got[0]) != tag:
+                raise ValueError(
+                    f"nezha: recv from rank {peer} with tag {tag}: the message that arrived "
+                    f"next from that rank has tag {int(got[0])} (its data is in the tensor "
+                    "now). nezha matches tags within a batch of ops posted together (and "
+                    "batch_isend_irecv); across batches messages between two ranks are "
+                    "received in the order they were sent")
+            staged.finish()
+        return finish
+
+    def _p2p_flusher(self):
+        """Queue pending p2p ops once none was posted for the delay (nobody waited)."""
+        with self._p2p_cv:
+            while not self._p2p_stop:
+                if not self._p2p or self._p2p_hold:
+                    self._p2p_cv.wait(None if not self._p2p else self._p2p_delay)
+                    continue
+                left = self._p2p_last + self._p2p_delay - time.monotonic()
+                if left > 0:
+                    self._p2p_cv.wait(left)
+                    continue
+                try:
+                    self._flush_locked()
+                except Exception:  # each Work already carries its error
+                    pass
 
     def recv_anysource(self, tensors, tag=0):
         """Not supported: nezha receives from a named rank."""
@@ -443,6 +563,12 @@ class ProcessGroupNezha(dist.ProcessGroup):
     def shutdown(self):
         """Finish queued work and close the nezha communicator."""
         if self.comm is not None:
+            with self._p2p_cv:
+                try:
+                    self._flush_locked()
+                finally:
+                    self._p2p_stop = True
+                    self._p2p_cv.notify_all()
             self._completer.stop()
             try:
                 self.comm.close()

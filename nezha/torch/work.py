@@ -22,6 +22,11 @@ class NezhaWork(dist.Work):
         self._fut = torch.futures.Future()
         self._done = threading.Event()
         self._error = None
+        self._before = None  # p2p: queue the pending ops before anyone looks (process_group)
+
+    def _kick(self):
+        if self._before is not None and not self._done.is_set():
+            self._before()
 
     # completion (called by the Completer thread, or at once for finished work)
     def _complete(self, error=None):
@@ -37,6 +42,7 @@ class NezhaWork(dist.Work):
         """Block until finished (timeout: timedelta or seconds; 0 or None is no limit);
         raise the operation's error. True when done."""
         secs = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+        self._kick()
         if not self._done.wait(secs if secs else None):
             raise NezhaTimeout(f"nezha: {self.name} not finished within {secs} s")
         if self._error is not None:
@@ -45,10 +51,12 @@ class NezhaWork(dist.Work):
 
     def get_future(self):
         """A torch.futures.Future completed (by the completion thread) with the result."""
+        self._kick()
         return self._fut
 
     def is_completed(self):
         """True once finished (successfully or not)."""
+        self._kick()
         return self._done.is_set()
 
     def is_success(self):
