@@ -58,8 +58,7 @@ class Victim:
     """The real rank, kept running across cases."""
 
     def __init__(self, tmp_path):
-        env = dict(os.environ, PYTHONPATH=ROOT, NEZHA_JOB_SECRET=SECRET.hex(),
-                   NEZHA_LOG_LEVEL="ERROR")
+        env = dict(os.environ, PYTHONPATH=ROOT, NEZHA_JOB_SECRET=SECRET.hex())
         for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "NEZHA_FAULTS",
                   "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"):
             env.pop(k, None)
