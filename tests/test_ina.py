@@ -563,6 +563,8 @@ def test_failed_collective_reports_the_final_prefix(service):
     the exact sum already (the offload re-runs only the rest on TCP)."""
     srv = service()
     cs = clients(srv, 2, timeout=0.3)
+    for c in cs:
+        c.set_late(0)  # rank 1 still reaches the service (PINGs): do not wait for it
     n = 4 << 20
     bufs = [np.full(n, r + 1, np.int32) for r in range(2)]
     started = threading.Event()
@@ -586,5 +588,48 @@ def test_failed_collective_reports_the_final_prefix(service):
     for r in range(2):
         assert 0 <= done[r] < n and (done[r] % ce == 0), done
         assert np.all(bufs[r][:done[r]] == 3), f"rank {r}: a non-final element before its prefix"
+    for c in cs:
+        c.close()
+
+
+def test_late_rank_still_heard_is_waited_for(service):
+    """A rank that enters the collective long after the timeout but keeps pinging the
+    service (as the communicator's heartbeat thread does) is late, not lost: the other
+    waits for it, and the result is exact."""
+    srv = service()
+    cs = clients(srv, 2, timeout=0.15)
+    bufs = [np.full(10000, r + 1, np.int64) for r in range(2)]
+    stop = threading.Event()
+
+    def pinger():
+        while not stop.is_set():
+            cs[1].ping()
+            time.sleep(0.01)
+
+    def body(r):
+        if r == 1:
+            time.sleep(0.6)  # four timeouts late
+        return cs[r].allreduce(bufs[r], ReduceOp.SUM)
+
+    t = threading.Thread(target=pinger, daemon=True)
+    t.start()
+    try:
+        on_ranks(2, body)
+    finally:
+        stop.set()
+        t.join(5)
+    for b in bufs:
+        assert np.all(b == 3)
+    for c in cs:
+        c.close()
+
+
+def test_lost_rank_fails_the_others_naming_it(service):
+    """A rank the service no longer hears (no data, no heartbeat): the others give up after
+    the timeout, naming it."""
+    srv = service()
+    cs = clients(srv, 2, timeout=0.15)
+    with pytest.raises(NezhaTimeout, match="rank 1 of the job not heard"):
+        cs[0].allreduce(np.ones(1000, np.float32))
     for c in cs:
         c.close()

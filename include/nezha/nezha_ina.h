@@ -188,6 +188,9 @@ static void ina_job_credentials(const uint8_t *secret, size_t slen, const uint8_
 enum {
     INA_T_DATA = 1,
     INA_T_RESULT = 2,
+    INA_T_PING = 3,  /* a rank's heartbeat (token, rank): it is alive and reaches the service */
+    INA_T_PONG = 4,  /* to a PING: chunk = ms since the job's least recently heard rank (slot);
+                        flags INA_F_MISMATCH: its ranks sent disagreeing data lately */
     INA_T_HELLO = 16,
     INA_T_CHALLENGE = 17,
     INA_T_AUTH = 18,
@@ -195,6 +198,8 @@ enum {
     INA_T_REFUSE = 20,
     INA_T_BYE = 21
 };
+
+#define INA_F_MISMATCH 1
 
 enum { INA_REFUSE_PROOF = 1, INA_REFUSE_UNKNOWN = 2, INA_REFUSE_BUSY = 3, INA_REFUSE_BADARG = 4 };
 
@@ -310,6 +315,8 @@ typedef struct {
     uint64_t registered;
     struct sockaddr_in addr[INA_MAX_RANKS];
     int64_t last_ms;
+    int64_t heard_ms[INA_MAX_RANKS]; /* last valid datagram from each rank */
+    int64_t mismatch_ms;             /* last datagram that disagreed with its slot (0: none) */
     uint64_t data, results;
 } ina_job_t;
 
@@ -555,6 +562,7 @@ static void ina_srv_auth(ina_server_t *s, const struct sockaddr_in *from, const 
         }
         job->token = r;
         job->nranks = a.h.nranks;
+        for (int k = 0; k < INA_MAX_RANKS; k++) job->heard_ms[k] = s->now_ms;
         job->slot_base = (uint16_t)base;
         job->nslots = (uint16_t)got;
         for (int i = base; i < base + got; i++) {
@@ -596,6 +604,7 @@ static ina_job_t *ina_srv_job_of(ina_server_t *s, const ina_hdr_t *h, const stru
         return NULL;
     }
     job->last_ms = s->now_ms;
+    job->heard_ms[h->rank] = s->now_ms;
     return job;
 }
 
@@ -640,6 +649,7 @@ static void ina_srv_data(ina_server_t *s, const ina_hdr_t *h, const uint8_t *p, 
     } else if (set->seq != h->seq || set->chunk != h->chunk || set->nelem != h->nelem ||
                set->dtype != h->dtype || set->op != h->op) {
         s->st.bad_meta++; /* ranks disagree on the collective: never mix */
+        job->mismatch_ms = s->now_ms;
         return;
     } else if (set->bitmap & bit) {
         if (set->done) { /* this rank lost the result: send it again, to it only */
@@ -697,6 +707,27 @@ static void ina_srv_data(ina_server_t *s, const ina_hdr_t *h, const uint8_t *p, 
     job->results++;
 }
 
+/* A heartbeat: answer with how long ago the job's least recently heard rank was heard, so
+ * that a rank waiting for a result tells a late rank (heard: keep waiting) from a lost one
+ * (not heard: the INA rail failed) without waiting for NEZHA_TIMEOUT. */
+static void ina_srv_ping(ina_server_t *s, const ina_hdr_t *h, const struct sockaddr_in *from) {
+    ina_job_t *job = ina_srv_job_of(s, h, from);
+    if (!job) return;
+    int64_t oldest = s->now_ms;
+    int who = 0;
+    for (int k = 0; k < job->nranks; k++)
+        if (job->heard_ms[k] < oldest) { oldest = job->heard_ms[k]; who = k; }
+    ina_hdr_t r = *h;
+    r.type = INA_T_PONG;
+    r.slot = (uint16_t)who;
+    int64_t age = s->now_ms - oldest;
+    r.chunk = (uint32_t)(age > 0xffffffffLL ? 0xffffffffLL : age);
+    r.nelem = 0;
+    /* ranks that disagree (count, dtype, op) wait for each other forever: say so */
+    r.flags = job->mismatch_ms && s->now_ms - job->mismatch_ms < 2000 ? INA_F_MISMATCH : 0;
+    ina_srv_queue(s, from, &r, NULL, 0);
+}
+
 static void ina_srv_bye(ina_server_t *s, const ina_hdr_t *h, const struct sockaddr_in *from) {
     ina_job_t *job = ina_srv_job_of(s, h, from);
     if (!job) return;
@@ -728,6 +759,7 @@ static void ina_srv_dgram(ina_server_t *s, const uint8_t *b, size_t n, const str
     case INA_T_HELLO: ina_srv_hello(s, from, p, n); break;
     case INA_T_AUTH: ina_srv_auth(s, from, p, n); break;
     case INA_T_BYE: ina_srv_bye(s, &h, from); break;
+    case INA_T_PING: ina_srv_ping(s, &h, from); break;
     default: s->st.malformed++; break;
     }
 }
@@ -872,6 +904,12 @@ typedef struct {
      * them after success; after a failure, up to the lowest chunk still without a result
      * (a re-run elsewhere need not redo them) */
     int64_t done_prefix;
+    /* liveness (PING/PONG): the last answer, and what it said of the job's ranks; a rank
+     * waits past the no-progress timeout only while the service answers and hears every
+     * rank (someone is just late), and at most late_ms */
+    int64_t pong_us, late_ms;
+    uint32_t peers_age_ms;
+    uint16_t oldest_rank, pong_flags;
     char err[256];
 } ina_client_t;
 
@@ -888,6 +926,21 @@ static void ina_client_init(ina_client_t *c) {
     c->fd = -1;
     c->min_rto_us = 5000;
     c->max_rto_us = 200000;
+    c->late_ms = 60000;
+}
+
+/* A heartbeat to the service (any thread; one datagram, no wait): it tells the others that
+ * this rank is alive and reaches the service, also while it is not in a collective. */
+static int ina_client_ping(ina_client_t *c) {
+    if (c->fd < 0 || !c->token) return -ENOTCONN;
+    ina_hdr_t h;
+    memset(&h, 0, sizeof h);
+    h.magic = INA_MAGIC;
+    h.type = INA_T_PING;
+    h.token = c->token;
+    h.rank = c->rank;
+    if (send(c->fd, &h, sizeof h, MSG_DONTWAIT) < 0) return -errno;
+    return 0;
 }
 
 static void ina_client_close(ina_client_t *c) {
@@ -1185,6 +1238,8 @@ static int ina_client_allreduce(ina_client_t *c, void *buf, size_t count, int dt
     c->seq++;
     c->st.collectives++;
     c->done_prefix = 0;
+    c->pong_us = 0;  /* only answers to this call's PINGs count */
+    c->pong_flags = 0;
     if (count == 0) return 0;
     size_t es = nezha_dtype_size(dtype), ce = ina_chunk_elems(dtype, c->chunk_bytes);
     int64_t nch = (int64_t)((count + ce - 1) / ce);
@@ -1200,7 +1255,9 @@ static int ina_client_allreduce(ina_client_t *c, void *buf, size_t count, int dt
     int rc = 0;
     if (!ss || !q || !rb || !rm || !ri) { rc = ina_cli_fail(c, -ENOMEM, "out of memory"); goto out; }
     uint8_t *base = (uint8_t *)buf;
-    int64_t done = 0, now = ina_now_us(), last_progress = now;
+    int64_t done = 0, now = ina_now_us(), last_progress = now, last_ping = now;
+    /* waiting without results: ask the service who it hears (PING) this often */
+    int64_t ping_us = timeout_ms * 250 < 20000 ? timeout_ms * 250 : 20000;
     uint64_t stamp = 0, done_stamp = 0;
     /* the message in one window: every chunk is sent at once and results come back in about
      * that order; else the slots drift apart between ranks (see INA_DUPTHRESH) */
@@ -1237,7 +1294,7 @@ static int ina_client_allreduce(ina_client_t *c, void *buf, size_t count, int dt
     while (done < nch) {
         if ((rc = ina_txq_flush(c, q)) < 0) goto neterr;
         now = ina_now_us();
-        int64_t next = now + 100000;
+        int64_t next = now + ping_us; /* at least this often: the PING of a waiting rank */
         for (int s = 0; s < W; s++)
             if (ss[s].chunk >= 0 && ss[s].deadline_us < next) next = ss[s].deadline_us;
         int wait_ms = next > now ? (int)((next - now + 999) / 1000) : 0;
@@ -1264,6 +1321,13 @@ static int ina_client_allreduce(ina_client_t *c, void *buf, size_t count, int dt
                     c->st.rx++;
                     if (n < sizeof r) continue;
                     memcpy(&r, rb[i], sizeof r);
+                    if (r.magic == INA_MAGIC && r.type == INA_T_PONG && r.token == c->token) {
+                        c->pong_us = now;
+                        c->peers_age_ms = r.chunk;
+                        c->oldest_rank = r.slot;
+                        c->pong_flags = r.flags;
+                        continue;
+                    }
                     if (r.magic != INA_MAGIC || r.type != INA_T_RESULT || r.token != c->token ||
                         r.seq != c->seq || r.slot >= W) {
                         c->st.stale_results++;
@@ -1310,11 +1374,36 @@ static int ina_client_allreduce(ina_client_t *c, void *buf, size_t count, int dt
             c->st.retrans++;
             INA_SEND_CHUNK(s, ss[s].chunk, 0);
         }
+        if (now - last_progress > ping_us && now - last_ping > ping_us) {
+            ina_client_ping(c);
+            last_ping = now;
+        }
         if (now - last_progress > (int64_t)timeout_ms * 1000) {
+            int answers = now - c->pong_us <= (int64_t)timeout_ms * 1000;
+            int hears = c->peers_age_ms <= (uint32_t)timeout_ms;
+            int agree = !(c->pong_flags & INA_F_MISMATCH);
+            if (answers && hears && agree && now - last_progress <= c->late_ms * 1000)
+                continue; /* every rank reaches the service: one is only late */
             c->st.timeouts++;
-            rc = ina_cli_fail(c, -ETIMEDOUT, "INA service %s: no result for %.3g s (%lld of %lld chunks "
-                              "done; the service or another rank of the job is gone?)", c->where,
-                              timeout_ms / 1000.0, (long long)done, (long long)nch);
+            if (answers && !agree)
+                rc = ina_cli_fail(c, -ETIMEDOUT, "INA service %s: the ranks of the job disagree "
+                                  "on this collective (element count, dtype or op): the service "
+                                  "keeps them apart and no result can come", c->where);
+            else if (!answers)
+                rc = ina_cli_fail(c, -ETIMEDOUT, "INA service %s: no result and no answer for "
+                                  "%.3g s (%lld of %lld chunks done): the service or the path to "
+                                  "it is gone", c->where, (now - last_progress) / 1e6,
+                                  (long long)done, (long long)nch);
+            else if (!hears)
+                rc = ina_cli_fail(c, -ETIMEDOUT, "INA service %s: rank %d of the job not heard "
+                                  "for %.3g s (%lld of %lld chunks done): its path to the "
+                                  "service or the rank is gone", c->where, (int)c->oldest_rank,
+                                  c->peers_age_ms / 1e3, (long long)done, (long long)nch);
+            else
+                rc = ina_cli_fail(c, -ETIMEDOUT, "INA service %s: no result for %.3g s while "
+                                  "every rank reaches it (%lld of %lld chunks done): a rank is "
+                                  "late by more than the timeout", c->where,
+                                  (now - last_progress) / 1e6, (long long)done, (long long)nch);
             goto out;
         }
     }

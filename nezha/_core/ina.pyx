@@ -53,6 +53,9 @@ cdef extern from "nezha/nezha_ina.h" nogil:
         int64_t min_rto_us, max_rto_us
         ina_cli_stats_t st
         int64_t done_prefix
+        int64_t pong_us, late_ms
+        uint32_t peers_age_ms
+        uint16_t oldest_rank
         char err[256]
 
     void ina_client_init(ina_client_t *c)
@@ -61,6 +64,7 @@ cdef extern from "nezha/nezha_ina.h" nogil:
                             const uint8_t *key, int rank, int nranks, int want_slots, int timeout_ms)
     int ina_client_allreduce(ina_client_t *c, void *buf, size_t count, int dtype, int op,
                              int window, int timeout_ms)
+    int ina_client_ping(ina_client_t *c) nogil
     int ina_reduce_support(int dtype, int op)
     size_t ina_chunk_elems(int dtype, size_t chunk_bytes)
     int INA_MTU_CHUNK
@@ -309,6 +313,17 @@ cdef class Client:
     def token(self):
         """The job token (tests use it to play a stranger who learned it)."""
         return self.c.token
+
+    def ping(self):
+        """Send a heartbeat to the service (safe while another thread is in allreduce): the
+        other ranks then wait for this one while it is late, instead of failing the rail."""
+        with nogil:
+            ina_client_ping(&self.c)
+
+    def set_late(self, double seconds):
+        """How long a rank waits past the no-progress timeout while the service answers and
+        hears every rank (one of them is late)."""
+        self.c.late_ms = <int64_t>(seconds * 1000)
 
     @property
     def done_prefix(self):

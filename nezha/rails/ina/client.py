@@ -64,6 +64,8 @@ class InaClient:
         self.window = int(window or os.environ.get("NEZHA_INA_WINDOW") or 0)
         self.chunk_bytes = int(chunk_bytes or os.environ.get("NEZHA_INA_CHUNK") or 0)
         self._lock = threading.Lock()
+        self._ping_lock = threading.Lock()  # ping() vs close(): never a closed fd's number
+        self._closed = False
         self._c = _ina.Client()
         self._register()
 
@@ -143,8 +145,22 @@ class InaClient:
         """Counters of this rank: datagrams, retransmissions, stale results, faults injected."""
         return self._c.stats()
 
+    def ping(self):
+        """A heartbeat to the service, from any thread (also while another is in allreduce):
+        while every rank's heartbeats reach the service, a rank waiting for a result waits
+        for a late one (up to set_late) instead of failing the rail after `timeout`."""
+        with self._ping_lock:
+            if not self._closed:
+                self._c.ping()
+
+    def set_late(self, seconds):
+        """How long to wait for a late rank that still reaches the service (NEZHA_TIMEOUT)."""
+        self._c.set_late(float(seconds))
+
     def close(self):
         """Leave the job (the service frees its slots once every rank left) and close."""
+        with self._ping_lock:
+            self._closed = True
         with self._lock:
             self._c.close()
 

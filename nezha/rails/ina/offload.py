@@ -28,6 +28,24 @@ READMIT_EVERY = 16   # eligible collectives between tries to register again afte
 EWMA = 0.5           # weight of the newest agreed rate
 
 
+class _Heartbeat(threading.Thread):
+    """Pings the service every period while the client is open, also while the program
+    computes: the other ranks then tell this rank late (heard) from lost (not heard)."""
+
+    def __init__(self, client, period):
+        super().__init__(name="nezha-ina-heartbeat", daemon=True)
+        self.client, self.period = client, max(float(period), 0.005)
+
+    def run(self):
+        client = self.client
+        while not client._closed:
+            try:
+                client.ping()
+            except Exception:  # noqa: BLE001 - an unreachable service: the collective says so
+                pass
+            time.sleep(self.period)
+
+
 class InaOffload:
     """One INA rail of a communicator (the first address of NEZHA_INA_ADDR)."""
 
@@ -65,6 +83,8 @@ class InaOffload:
             self.client = InaClient(self.addr, secret=c._boot.secret, rank=c.rank, size=c.size,
                                     tag=f"nz{self.generation}", timeout=max(self.timeout, 2.0))
             self.client.timeout = self.timeout  # no progress for this long: the rail failed
+            self.client.set_late(c.timeout)     # unless every rank still reaches the service
+            _Heartbeat(self.client, c.config["HEARTBEAT"]).start()
             ok = True
         except NezhaError as exc:
             if init:
