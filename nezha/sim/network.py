@@ -55,6 +55,30 @@ def _gather(ptr, items, sel):
     return np.repeat(np.arange(len(sel)), cnt), [it[idx] for it in items]
 
 
+def _resplit_unstarted(rt, hit, state, tf_ptr, tf_flow, rem, frac):
+    """Ethereal after a path failed: a transfer not started yet belongs to a later batch,
+    which the artifact splits over the good paths only. A transfer cut into pieces over all
+    s paths is cut over the s-1 others instead: the dead path's piece gives its bytes to
+    its siblings equally (each then carries 1/(s-1), what the split over s-1 paths gives).
+    Returns the flows still to move (started transfers and whole flows: one random path)."""
+    fresh = (state[rt.flow_task[hit]] < ACTIVE)
+    keep = np.ones(len(hit), bool)
+    dead = set(hit.tolist())
+    for i in np.flatnonzero(fresh):
+        f = hit[i]
+        t = rt.flow_task[f]
+        sib = tf_flow[tf_ptr[t]:tf_ptr[t + 1]]
+        sib = np.array([x for x in sib if x not in dead and x != f], np.int64)
+        if not len(sib):
+            continue
+        rem[sib] += rem[f] / len(sib)
+        frac[sib] += frac[f] / len(sib)
+        rem[f] = 0.0
+        frac[f] = 0.0
+        keep[i] = False
+    return hit[keep]
+
+
 def simulate(wl, fabric, host_of, scheme="ecmp", nconns=1, alpha=0.0, failures=(), tol=1e-2,
              seed=0, flow_key=None, routing=None, max_events=10_000_000, stall_ok=False):
     """Run workload wl on fabric; returns a Result (time = when the last task finished).
@@ -158,6 +182,8 @@ def simulate(wl, fabric, host_of, scheme="ecmp", nconns=1, alpha=0.0, failures=(
                 fl, lk, _ = rt.gather(np.arange(F))
                 hit = np.unique(fl[lk == f.link])
                 hit = hit[state[rt.flow_task[hit]] != DONE]
+                if rt.scheme == "ethereal":
+                    hit = _resplit_unstarted(rt, hit, state, tf_ptr, tf_flow, rem, frac)
                 rt.reroute(hit, wl, rng)
         if not len(act) and not len(pend) and not timers:
             break
@@ -187,7 +213,7 @@ def simulate(wl, fabric, host_of, scheme="ecmp", nconns=1, alpha=0.0, failures=(
                     nrates += 1
         # next event
         with np.errstate(divide="ignore", invalid="ignore"):
-            t_fin = np.where(rate > 0, rem[act] / rate, np.inf)
+            t_fin = np.where(rem[act] <= 0, 0.0, np.where(rate > 0, rem[act] / rate, np.inf))
         dt = t_fin.min() if len(act) else np.inf
         if len(pend):
             dt = min(dt, pend_t.min() - now)
