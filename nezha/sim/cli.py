@@ -5,6 +5,10 @@
   nezha sim run --fabric multirail --hosts 4 --rails 2 --rate 0.4,0.1 --algo nezha
   nezha sim lab docs/results/compare-400mbit-100mbit/compare.json.gz
   nezha sim calibrate FILE... [--json out.json]
+  nezha sim failover docs/results/failover-1M-64M.json.gz [--cuts]   (or --sizes/--at)
+  nezha sim ina [--nodes 8,...,512] [--sizes 64K,1M,64M] [--agg-gbps G]
+  nezha sim ethereal [--sizes 1e6,...,256e6] [--plot F.png]
+  nezha sim speed
 Sizes are bytes per rank (allreduce payload; all-to-all: a rank's whole send buffer).
 """
 import argparse
