@@ -284,7 +284,7 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
         "Bytes per rail of the start-up probe's first allreduce (NEZHA_PROBE); its second "
         "gives the slowest rail 2.5 times this and the others more, in proportion to their "
         "rates. Make it larger than a shaper's burst (the lab's tbf lets about 88 KB through "
-        "unshaped). On 100 Mbit/s with 4 ranks, 256k makes the probe about 130 ms.")),
+        "unshaped). On 100 Mbit/s with 4 ranks, 256k makes the probe about 175 ms.")),
     Param("ALGO", "enum", "auto", allowed=("auto", "ring", "rd", "hier"), help=(
         "Algorithm of allreduce, allgather, reduce_scatter and broadcast: ring (flat: over "
         "all ranks; for allreduce reduce-scatter then allgather, pipelined in "

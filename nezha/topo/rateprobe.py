@@ -7,6 +7,9 @@ collectives would then be split evenly, which on 400 + 100 Mbit/s rails makes th
 slower than the split the model learns a few collectives later.
 
 The probe, run once by every rank in Communicator() (NEZHA_PROBE):
+  0. an untimed round of half round 1's bytes, then GAP_S idle: on fresh connections TCP is
+     still in its start-up phase, which slowed round 1 on the fast rail most (it overrated
+     that rail by up to 9 points of share in the lab);
   1. round 1: one allreduce of NEZHA_PROBE_BYTES per channel on every channel at once (ring;
      all rails busy together, as in a striped collective); the engine's per-channel finish
      times, agreed as int64 MAX over the ranks (the slowest rank's view; exact, so every
@@ -67,6 +70,7 @@ def decide(mode: str, rails: list[tuple[str, int | None, bool]], nranks: int,
 ROUND2 = 2.5       # round 2: the slowest channel carries this many times round 1's bytes
 MAX_RATIO = 8      # ... and no channel more than this many times the slowest one's
 GAP_S = 0.02       # idle before round 2: every shaper's bucket full again, as before round 1
+WARM = 2           # an untimed round of 1/WARM of round 1's bytes first (0: none)
 
 
 def agreed_times(agreed: list[int], nchan: int) -> list[int] | None:
@@ -117,6 +121,9 @@ def probe(comm, nbytes: int) -> dict | None:
     n, nchan = comm.size, comm.nchan
     es = 4
     cnt1 = max(int(nbytes) // es // n * n, n)    # per channel, a multiple of the ranks
+    if WARM:   # untimed: TCP out of its start-up phase on every connection first
+        _round(comm, [max(cnt1 // WARM // n * n, n)] * nchan, 4, timed=False)
+        time.sleep(GAP_S)   # every shaper's bucket full again before round 1
     t1 = _round(comm, [cnt1] * nchan, 0)
     cnt2 = round2_counts(t1, cnt1, n) if t1 else None
     t2 = None
@@ -145,7 +152,7 @@ def probe(comm, nbytes: int) -> dict | None:
             "agreed_ns": [t1, t2]}
 
 
-def _round(comm, counts, k):
+def _round(comm, counts, k, timed=True):
     """One timed allreduce with counts[c] elements on channel c, and the agreement of its
     per-channel times (int64 MAX of [ns] + [-ns]: every rank gets the same integers)."""
     es, nchan = 4, comm.nchan
@@ -155,6 +162,8 @@ def _round(comm, counts, k):
     _run(comm, "rate probe", SEQ_BASE + k, buf, DType.FLOAT32, ReduceOp.SUM, plan,
          lambda s, algo, chan, off, c, src: _eng.ring_allreduce(
              s, chan, address(buf) + off * es, address(src) + off * es, c))
+    if not timed:
+        return None
     mine = [t for t, _ in comm._engine.channel_times_ns()]
     vec = np.array(mine + [-t for t in mine], np.int64)   # MAX of both: max and -min
     agree = Plan([(comm.planner.best_channel(), 0, vec.size)], ALGO_RD, None, 8)
