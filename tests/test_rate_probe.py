@@ -115,3 +115,28 @@ def test_no_probe(mode):
         assert not r["probe"]["probed"]
         assert ("loopback" if mode == "auto" else "NEZHA_PROBE=off") in r["probe"]["why"]
         assert [float.fromhex(v) for v in r["nominal"]] == [1.0, 1.0]
+
+
+LAB_WORKER = WORKER.replace('"nominal": [v.hex() for v in c.planner.model.nominal]}',
+                            '"nominal": [v.hex() for v in c.planner.model.nominal], '
+                            '"rails": c.rails}')
+
+
+@pytest.mark.lab
+def test_lab_veth_rails_are_probed(lab_factory):
+    # veth's nominal speed is not trusted: auto probes, and every rank seeds the same split
+    lab2 = lab_factory(hosts=2, rails=2, rates="400mbit,100mbit")
+    env = dict(PYTHONPATH=ROOT, NEZHA_TIMEOUT="60", NEZHA_RAIL_TIMEOUT="2",
+               NEZHA_DEBUG="INFO", NEZHA_DEBUG_SUBSYS="TOPO")
+    res = lab2.run([sys.executable, "-c", LAB_WORKER], np=2, env=env, timeout=300,
+                   capture=True, env_rendezvous=True)
+    out = (res.stdout or "") + (res.stderr or "")
+    assert res.returncode == 0, out[-3000:]
+    got = [json.loads(ln.split("RESULT ", 1)[1]) for ln in out.splitlines() if "RESULT " in ln]
+    assert len(got) == 2, out[-3000:]
+    for r in got:
+        assert r["rails"] == ["rail0", "rail1"]
+        assert r["probe"]["probed"], r["probe"]
+        assert r["probe"]["why"] == "no trusted nominal speed on rail0, rail1"
+    assert got[0]["nominal"] == got[1]["nominal"]
+    assert "rate probe (" in out
