@@ -58,6 +58,22 @@ class Diagnose:
         return (f"waiting to {verb} bytes {done}..{nbytes} {prep} rank {peer} "
                 f"({self._mesh.peer_name(peer)}) on rail {self._mesh.chan_name(chan)}")
 
+    def _silent_note(self):
+        """'; rank 2 (host pid N) has not been heard ...' for peers whose heartbeats stopped
+        on every rail: the rank we wait for may itself wait, in a chain (a ring), for the one
+        that is stuck; this names that one (tests/test_peer_death.py, SIGSTOP on one rail)."""
+        quiet = min(1.0, self.timeout / 2, max(0.2, 50 * float(self.config["HEARTBEAT"])))
+        notes = []
+        for p in range(self.size):
+            if p == self.rank:
+                continue
+            seen = [self._engine.rail_silence(r, p) for r in range(len(self._mesh.rails))]
+            if seen and all(closed or t >= quiet for t, closed in seen):
+                t = min(t for t, _ in seen)
+                notes.append(f"rank {p} ({self._mesh.peer_name(p)}) has not been heard on any "
+                             f"rail for {t:.1f} s (stopped, or cut off)")
+        return "; " + "; ".join(notes) if notes else ""
+
     def _pending_abort(self, peer, wait):
         """An abort message from peer, if one arrives within wait seconds."""
         deadline = time.monotonic() + wait
@@ -100,7 +116,7 @@ class Diagnose:
             return NezhaTimeout(
                 f"nezha: rank {self.rank}: {name} did not finish within {self.timeout:g} s"
                 f"{': ' + what if what else ''}; that rank may be stuck, dead, or in a "
-                "different collective (NEZHA_TIMEOUT sets the limit)")
+                f"different collective{self._silent_note()} (NEZHA_TIMEOUT sets the limit)")
         return NezhaError(f"nezha: rank {self.rank}: {name} failed (engine status {rc}) {where}")
 
     def _fail(self, exc):

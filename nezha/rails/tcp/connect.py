@@ -68,10 +68,15 @@ def establish(rank, secret, listeners, targets, expected, timeout, names=None,
             if left <= 0:
                 missing = [k for k in list(targets) + list(expected) if k not in done]
                 why = f"; rejected: {'; '.join(rejected)}" if rejected else ""
+                # one connection per missing peer, in rank order: every peer we wait for is
+                # named (a set's order once hid one behind four of another's)
+                first = {}
+                for k in sorted(missing, key=lambda k: (k[0], k[1], k[2])):
+                    first.setdefault(k[0], k)
                 raise NezhaTimeout(
                     f"nezha: rank {rank}: no authenticated connection within {timeout:.0f} s from "
-                    + ", ".join(_describe(k, names) for k in missing[:4])
-                    + (" ..." if len(missing) > 4 else "") + why
+                    + ", ".join(_describe(k, names) for k in list(first.values())[:6])
+                    + (" ..." if len(first) > 6 else "") + why
                     + " (is the peer running, with the same NEZHA_JOB_SECRET and interfaces?)")
             for sk, ev in sel.select(timeout=min(left, 0.5)):
                 if sk.data is None:
