@@ -163,6 +163,12 @@ class Failover:
         self.c._st.votes += 1
         if rc != _eng.ERR_OK:
             raise self._vote_error(rc, req)
+        # a collective index below 0 is no rank's: a buggy or hostile peer (tests/test_fuzz.py
+        # found it reported as "internal error: ranks need collective -1 re-run")
+        bad = next((p for p, (c, _, _) in enumerate(table) if c < 0), None)
+        if bad is not None:
+            raise PeerError(f"nezha: rank {self.c.rank}: rank {bad} voted for collective "
+                            f"{table[bad][0]} during {req.name} #{req.seq}", peer=bad)
         return table, iheard
 
     def agree(self, req, s, plan, ranges, src, rc, lazy):
