@@ -8,6 +8,8 @@ import threading
 import time
 import types
 
+import numpy as np
+
 from nezha import log
 from nezha._core import engine as _eng
 from nezha.buffers import address
@@ -121,7 +123,13 @@ class Executor:
                      f"root {root} {plan}")
         # an in-place input is overwritten by partial sums, and a lazy collective may be
         # re-run after it returned: keep the input for that
-        snap = src.copy() if voting and src is not None and (inplace or lazy) else src
+        snap = src
+        if voting and src is not None and (inplace or lazy):
+            if lazy:  # kept past the call (a rank behind may need it): its own copy
+                snap = src.copy()
+            else:     # needed only until the vote: one buffer, reused (no page faults)
+                snap = self._spare("snap", src.nbytes).view(src.dtype).reshape(src.shape)
+                np.copyto(snap, src)
         rc = self._run(req, s, voting, plan, lazy)
         if rc == _eng.ERR_VOTE and not voting:  # a send/recv, stopped for a rank behind
             s = self._fo.p2p_voted(req, s, plan, rc, planfn, src)
