@@ -11,7 +11,11 @@ supports in DistTestCases before the suite is imported; nezha declares "plugin" 
 available), "ddp" and "subgroup" (both run on CPU). Tests still gated on
 BACKEND == "gloo" or on GPUs are skipped with the suite's own reason (docs/torch.md).
 
-NEZHA_SUITE_AS=gloo is a second, separate pass: the suite is told BACKEND=gloo (so its
+WORLD_SIZE=3 or 4 runs the tests that need more ranks (new_subgroups_with_group_param needs
+exactly 4); the suite's subset-group tests (all_reduce_group_sum, ...) skip below
+WORLD_SIZE=8 ("small world size"). Select with -k or test ids: every test spawns all ranks.
+
+NEZHA_SUITE_AS=gloo is a second, separate pass (it runs batch_isend_irecv_gloo[_tags]): the suite is told BACKEND=gloo (so its
 Gloo-only gates open) while every process group it asks for as "gloo" is created as "nezha".
 Tests that compare the backend's name with "gloo" fail there by construction.
 """
