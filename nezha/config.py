@@ -301,7 +301,7 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
         "Pipelining unit: received data is reduced and forwarded in segments of this many "
         "bytes, so that the network and the reduction overlap. Smaller segments start "
         "forwarding sooner; larger ones pay less per-message overhead.")),
-    Param("HIER_CHUNK", "size", "1M", bound=">= 1", help=(
+    Param("HIER_CHUNK", "size", "256k", bound=">= 1", help=(
         "Pipelining unit of hierarchical collectives (several ranks per host): one chunk "
         "crosses hosts while the next is reduced within the host. Smaller chunks keep the "
         "rails busy through more of a collective; larger ones pay less per step. The same "

@@ -10,7 +10,7 @@ from nezha._core import engine as _eng
 from nezha.planner import ALGO_HIER, ALGO_RD, ALGO_TREE
 from nezha.types import DType, ReduceOp
 
-HIER_CHUNK = 1 << 20  # default bytes per hierarchical chunk (NEZHA_HIER_CHUNK)
+HIER_CHUNK = 256 << 10  # default bytes per hierarchical chunk (NEZHA_HIER_CHUNK)
 
 
 def allreduce(s, algo, chan, out, src, cnt, es, hier, chunk=HIER_CHUNK):
