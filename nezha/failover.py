@@ -211,8 +211,12 @@ class Failover:
                     rc = self._resume(req, s, plan, lazy)
                     continue
                 if not lazy:  # ranks pass a striped collective only through a common vote
-                    raise NezhaError(f"nezha: rank {self.c.rank}: internal error: "
-                                     f"{req.name} #{req.seq} voted but was left behind")
+                    # so a rank voting from a later collective is wrong: name it (a hostile
+                    # peer's vote for collective 2^40 ended here, tests/test_fuzz.py)
+                    p = colls.index(max(colls))
+                    raise PeerError(f"nezha: rank {self.c.rank}: internal error: {req.name} "
+                                    f"#{req.seq} voted but was left behind: rank {p} voted "
+                                    f"from collective {colls[p]}, this rank is in {me}", peer=p)
                 # Finished here, with a channel set aside after its last byte (CHANFAIL):
                 # the ranks ahead finished it too. Voting again would only stop them again
                 # (they wait for this rank in the next collective); the next collective
