@@ -47,7 +47,7 @@ def worker(args):
     n = max(2, args.size // 4)
     base = (np.arange(n) % 7).astype(np.float32)
     a = np.empty(n, np.float32)
-    rows, wrong = [], 0
+    rows, wrong, told = [], 0, None
     expect = base * comm.size + comm.size * (comm.size - 1) // 2
     while True:
         a[:] = base + comm.rank
@@ -64,12 +64,30 @@ def worker(args):
         if comm._ina is not None:  # --ina: TCP on rail0 (bit 0), the INA rail as bit 1
             alive = (alive & 1) | (2 if comm._ina.alive else 0)
         rows.append((t0, t1, alive))
+        if comm.rank == 0:  # for the driver: rails up, and the rail this size rides on
+            plan = comm._st.last_plan
+            state = (alive, plan.slices[0][0] // comm._mesh.nconns if plan is not None else 0)
+            if state != told:  # only changes: a file write per 1 KiB call would slow it
+                with open(args.stop + ".alive.tmp", "w") as f:
+                    f.write("%d %d" % state)
+                os.replace(args.stop + ".alive.tmp", args.stop + ".alive")
+                told = state
     st = comm.stats()
     total_wrong = comm._boot.allgather(wrong)
     if comm.rank == 0:
         with open(args.out, "w") as f:
             json.dump(dict(rows=rows, wrong=total_wrong, events=st["events"]), f)
     comm.close()
+
+
+def _state(path):
+    """(rails-up mask, rail the last collective rode on) that rank 0 wrote, or (0, 0)."""
+    try:
+        with open(path) as f:
+            a, r = f.read().split()
+        return int(a), int(r)
+    except (OSError, ValueError):
+        return 0, 0
 
 
 def analyse(res, failures, size, rate_bps, ranks):
@@ -150,7 +168,7 @@ def main():
             for mode in args.modes.split(","):
                 stop = f"/tmp/nzfo-stop-{os.getpid()}"
                 out = f"/tmp/nzfo-{os.getpid()}.json"
-                for f in (stop, out, stop + ".warm"):
+                for f in (stop, out, stop + ".warm", stop + ".alive"):
                     if os.path.exists(f):
                         os.remove(f)
                 cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--size",
@@ -177,8 +195,15 @@ def main():
                     from nezha.rails.ina.offload import READMIT_EVERY
                     gap_s = max(gap_s, (READMIT_EVERY + 4) * one_rail_s + 2)
                 for k in range(args.failures):
-                    # cut the rail small messages ride on (rail0) or alternate for large ones
-                    host, rail = 1 + k % 3, 0 if (size < (1 << 20) or k % 2 == 0) else 1
+                    # every cut starts with both rails up (a re-admission can take a few
+                    # collectives: with 2 s collectives, longer than the gap)
+                    alive, ride = _state(stop + ".alive")
+                    t_wait = time.time() + 60
+                    while alive != 3 and th.is_alive() and time.time() < t_wait:
+                        time.sleep(0.05)
+                        alive, ride = _state(stop + ".alive")
+                    # cut the rail small messages ride on, or alternate for large ones
+                    host, rail = 1 + k % 3, ride if (size < (1 << 20)) else k % 2
                     rail = 1 if args.ina else rail
                     tf = time.time()
                     lab.fail(host, rail, mode)
