@@ -140,3 +140,11 @@ def test_lab_veth_rails_are_probed(lab_factory):
         assert r["probe"]["why"] == "no trusted nominal speed on rail0, rail1"
     assert got[0]["nominal"] == got[1]["nominal"]
     assert "rate probe (" in out
+
+
+def test_rates_within_the_probes_noise_count_as_equal():
+    from nezha.topo.rateprobe import snap_equal
+    assert snap_equal([400.0, 380.0]) == [390.0, 390.0]
+    assert snap_equal([400.0, 100.0]) == [400.0, 100.0]
+    assert snap_equal([400.0, 399.0, 300.0]) == [400.0, 399.0, 300.0]
+    assert snap_equal([]) == []

@@ -104,6 +104,18 @@ def rates_from_rounds(t1: list[int], t2: list[int], cnt1: int, cnt2: list[int],
     return out
 
 
+EQUAL_WITHIN = 0.10  # rails measured this close count as equal (the probe's own spread)
+
+
+def snap_equal(mbps: list[float]) -> list[float]:
+    """Rates within EQUAL_WITHIN of each other become their mean: on equal rails the probe's
+    few points of noise would seed a worse split than the even one."""
+    if mbps and max(mbps) <= (1 + EQUAL_WITHIN) * min(mbps):
+        m = sum(mbps) / len(mbps)
+        return [m] * len(mbps)
+    return list(mbps)
+
+
 def rates_of_round(t: list[int], counts: list[int], es: int) -> list[float]:
     """Mbit/s per channel of one round alone (bytes / agreed time)."""
     return [c * es * 8e3 / ns for c, ns in zip(counts, t)]
@@ -140,6 +152,7 @@ def probe(comm, nbytes: int) -> dict | None:
         log.warn("TOPO", f"rate probe: a rail was not timed on every rank (it failed during "
                  f"the probe?); the prior stays {'nominal' if _has_nominal(comm) else 'equal'}")
         return None
+    mbps = snap_equal(mbps)
     comm.planner.model.nominal = list(mbps)
     comm.planner.model.version += 1
     log.info("TOPO", f"rate probe ({cnt1 * es} B then {[c * es for c in cnt2]} B per channel "
