@@ -929,30 +929,25 @@ static void ina_client_init(ina_client_t *c) {
     c->late_ms = 60000;
 }
 
-/* A heartbeat to the service (any thread; one datagram, no wait): it tells the others that
- * this rank is alive and reaches the service, also while it is not in a collective. */
-static int ina_client_ping(ina_client_t *c) {
+/* A header-only datagram of the registered job (PING, BYE), sent without waiting. */
+static int ina_cli_note(ina_client_t *c, int type) {
     if (c->fd < 0 || !c->token) return -ENOTCONN;
     ina_hdr_t h;
     memset(&h, 0, sizeof h);
     h.magic = INA_MAGIC;
-    h.type = INA_T_PING;
+    h.type = (uint8_t)type;
     h.token = c->token;
     h.rank = c->rank;
     if (send(c->fd, &h, sizeof h, MSG_DONTWAIT) < 0) return -errno;
     return 0;
 }
 
+/* A heartbeat to the service (any thread; one datagram, no wait): it tells the others that
+ * this rank is alive and reaches the service, also while it is not in a collective. */
+static int ina_client_ping(ina_client_t *c) { return ina_cli_note(c, INA_T_PING); }
+
 static void ina_client_close(ina_client_t *c) {
-    if (c->fd >= 0 && c->token) {
-        ina_hdr_t h;
-        memset(&h, 0, sizeof h);
-        h.magic = INA_MAGIC;
-        h.type = INA_T_BYE;
-        h.token = c->token;
-        h.rank = c->rank;
-        send(c->fd, &h, sizeof h, MSG_DONTWAIT);
-    }
+    ina_cli_note(c, INA_T_BYE);
     if (c->fd >= 0) close(c->fd);
     c->fd = -1;
     c->token = 0;
