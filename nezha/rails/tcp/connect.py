@@ -93,6 +93,16 @@ def establish(rank, secret, listeners, targets, expected, timeout, names=None,
                     c.sock.close()
                     continue
                 except OSError as exc:
+                    if not c.outgoing:
+                        # an incoming handshake reset: that peer gave up, most likely
+                        # because a third rank died; wait on, so that the timeout names
+                        # every rank still missing (the dead one first), not this one
+                        msg = f"{c.peer_addr or '?'}: {exc.strerror or exc}"
+                        log.warn("INIT", f"lost an incoming connection from {msg}")
+                        rejected.append(msg)
+                        sel.unregister(c.sock)
+                        c.sock.close()
+                        continue
                     if c.outgoing and gone_if_refused and exc.errno == errno.ECONNREFUSED:
                         raise PeerError(
                             f"nezha: rank {rank}: {_describe(c.key, names)} refused at "
