@@ -7,9 +7,11 @@ collectives would then be split evenly, which on 400 + 100 Mbit/s rails makes th
 slower than the split the model learns a few collectives later.
 
 The probe, run once by every rank in Communicator() (NEZHA_PROBE):
-  0. an untimed round of half round 1's bytes, then GAP_S idle: on fresh connections TCP is
-     still in its start-up phase, which slowed round 1 on the fast rail most (it overrated
-     that rail by up to 9 points of share in the lab);
+  0. untimed rounds of 1/128, 1/32, 1/8 and 1/2 of round 1's bytes, then GAP_S idle: on
+     fresh connections TCP is still in its start-up phase, which slowed round 1 on the fast
+     rail most (it overrated that rail by up to 9 points of share in the lab); rising sizes,
+     because one burst of 1/2 on fresh connections left the job's large collectives about
+     3 % slower (see probe());
   1. round 1: one allreduce of NEZHA_PROBE_BYTES per channel on every channel at once (ring;
      all rails busy together, as in a striped collective); the engine's per-channel finish
      times, agreed as int64 MAX over the ranks (the slowest rank's view; exact, so every
@@ -70,7 +72,7 @@ def decide(mode: str, rails: list[tuple[str, int | None, bool]], nranks: int,
 ROUND2 = 2.5       # round 2: the slowest channel carries this many times round 1's bytes
 MAX_RATIO = 8      # ... and no channel more than this many times the slowest one's
 GAP_S = 0.02       # idle before round 2: every shaper's bucket full again, as before round 1
-WARM = 2           # an untimed round of 1/WARM of round 1's bytes first (0: none)
+WARM_RAMP = (128, 32, 8, 2)   # untimed rounds of 1/div of round 1's bytes first (): none
 
 
 def agreed_times(agreed: list[int], nchan: int) -> list[int] | None:
@@ -133,8 +135,13 @@ def probe(comm, nbytes: int) -> dict | None:
     n, nchan = comm.size, comm.nchan
     es = 4
     cnt1 = max(int(nbytes) // es // n * n, n)    # per channel, a multiple of the ranks
-    if WARM:   # untimed: TCP out of its start-up phase on every connection first
-        _round(comm, [max(cnt1 // WARM // n * n, n)] * nchan, 4, timed=False)
+    # untimed: TCP out of its start-up phase on every connection first, in rising sizes:
+    # one burst of half round 1 on fresh connections left a rank's incoming link about 3 %
+    # slower for the rest of the job in 7 runs of 10 (lab, 4 x 2 rails; rising sizes: 0
+    # of 9; docs/results/probe-ramp/)
+    for i, div in enumerate(WARM_RAMP):
+        _round(comm, [max(cnt1 // div // n * n, n)] * nchan, 4 + i, timed=False)
+    if WARM_RAMP:
         time.sleep(GAP_S)   # every shaper's bucket full again before round 1
     t1 = _round(comm, [cnt1] * nchan, 0)
     cnt2 = round2_counts(t1, cnt1, n) if t1 else None
