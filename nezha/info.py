@@ -70,6 +70,7 @@ def collect() -> dict:
     # this host's view is what it would offer (nezha/topo/rails.py).
     formed = topo_rails.form([topo_rails.local_report(interfaces)])
     formation = {"rails": [vars(r) for r in formed.rails], "reasons": formed.reasons[0],
+                 "control_known": bool(topo_rails.control_addresses()),
                  "notes": formed.notes}
     if not spec and not rails["error"]:
         rails["selected"] = [r.name for r in formed.rails]
@@ -153,6 +154,11 @@ def _text(d: dict) -> str:
             lines.append("  formed at start-up from the networks every host reaches; "
                          "this host alone offers the above")
             lines += [f"  {n}" for n in d["rail_formation"]["notes"]]
+            if not d["rail_formation"].get("control_known", True):
+                # outside a job no bootstrap address is known: say what a job would drop
+                lines.append("  outside a job: in one, the network holding the bootstrap's "
+                             "address (MASTER_ADDR, or mpirun's) is left out as management "
+                             "when others reach every host")
     pr = d["prior"]
     lines.append("cost-model prior: " + ("start-up rate probe (NEZHA_PROBE): " if pr["probe"]
                                          else "no probe: ") + pr["why"])

@@ -56,3 +56,13 @@ def test_bad_values_and_secrets():
     assert "c0ffee" not in p.stdout and "c0ffee" not in p.stderr
     assert "NEZHA_MAX_RAIL in the environment is ignored (did you mean NEZHA_MAX_RAILS?)" \
         in p.stderr
+
+
+def test_outside_a_job_says_what_a_job_leaves_out_as_management():
+    """Alone, info cannot know the bootstrap's address (issue 15): it says which network a
+    job would drop; with MASTER_ADDR on a subnet here, no such caveat."""
+    blank = {k: "" for k in os.environ if k == "MASTER_ADDR" or k.startswith("PMIX_SERVER_URI")}
+    out = run_info(**blank).stdout
+    assert "outside a job: in one, the network holding the bootstrap's address" in out
+    out = run_info(**dict(blank, MASTER_ADDR="127.0.0.1")).stdout
+    assert "outside a job" not in out
