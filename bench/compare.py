@@ -61,7 +61,9 @@ class System:
     mptcp        run under LD_PRELOAD=libnzmptcp.so with MPTCP endpoints on the other rails;
                  the application is given `rails` but its traffic must appear on every rail.
     collectives  which collectives the row applies to.
-    when         "always", "unequal" (only when the rails' rates differ) or "multi" (>= 2 rails).
+    when         "always", "unequal" (only when the rails' rates differ), "multi" (>= 2 rails) or
+                 "ina" (the lab runs an INA service: `nezha bench compare --ina RAIL`).
+    env values may name {ifnames} (the system's rails) and {tcp_ifnames} (those without INA).
     """
 
     name: str
@@ -115,6 +117,10 @@ SYSTEMS = [
     System("mpi-all-tuned", "Open MPI on all rails, ring allreduce, btl_tcp_bandwidth_<rail> "
            "set by hand to the rail rates", "mpi", "all",
            mca=lambda lab: MPI_RING + _mpi_bandwidths(lab), when="unequal"),
+    System("nezha-ina", "nezha: TCP on the rails without an INA service, plus the INA rail "
+           "(allreduces of 2 MiB and more split between them)", "nezha", "all",
+           env=(("NEZHA_SOCKET_IFNAME", "{tcp_ifnames}"), ("NEZHA_RAILS", "tcp,shm,ina")),
+           collectives=("allreduce",), when="ina", family="ina"),
     System("gloo-mptcp", "Gloo on rail0 over kernel MPTCP (LD_PRELOAD shim), a subflow on every "
            "rail via signal endpoints", "gloo", "all", mptcp=True, when="multi"),
 ]
@@ -141,6 +147,8 @@ def applicable(system, lab, collective=None):
         return False
     if system.when == "unequal" and len(set(lab.spec.rates)) < 2:
         return False
+    if system.when == "ina" and not getattr(lab.spec, "ina", ()):
+        return False  # needs the lab's INA service
     return collective is None or collective in system.collectives
 
 
@@ -205,8 +213,10 @@ def worker_cmd(system, collective, lab, opts, json_path, python=sys.executable):
     if system.backend == "gloo":
         argv += ["--gloo-addr", lab.mgmt_addr(0), "--gloo-ifname", ifn, "--timeout", "600"]
     env = {"PYTHONPATH": ROOT}
+    ina = set(getattr(lab.spec, "ina", ()))
+    tcp_ifn = ",".join(f"rail{r}" for r in system_rails(system, lab) if r not in ina)
     for k, v in system.env:
-        env[k] = v.format(ifnames=ifn)
+        env[k] = v.format(ifnames=ifn, tcp_ifnames=tcp_ifn)
     if system.backend != "nezha":
         env.setdefault("NEZHA_SOCKET_IFNAME", ifn)  # unused; keeps job_env's default honest
     mca = []

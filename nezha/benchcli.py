@@ -83,6 +83,9 @@ def _parser():
     c.add_argument("--validate", action="store_true", help="also check results (OSU -c)")
     c.add_argument("--out", default=None, help="output folder (default bench/out/compare-<rates>)")
     c.add_argument("--lab", default=None, help="use this running lab (left up) instead of building one")
+    c.add_argument("--ina", type=int, default=None, metavar="RAIL",
+                   help="run an INA service on that rail's switch (the nezha-ina row: TCP on the "
+                        "other rails plus the INA rail)")
     return p
 
 
@@ -123,11 +126,12 @@ def main(argv=None):
     if own:
         rates = a.rates
         rails = a.rails or max(2, len(rates.split(",")))
-        lab = Lab(LabSpec(hosts=a.hosts, rails=rails, rates=rates, name=_unique_name()))
+        lab = Lab(LabSpec(hosts=a.hosts, rails=rails, rates=rates, name=_unique_name(),
+                          ina=() if a.ina is None else (a.ina,)))
     else:
         lab = Lab.attach(a.lab)
-        if a.rates != "400mbit" or a.rails or a.hosts != 4:
-            print(f"# --lab {a.lab}: using that lab as it is; --rates/--rails/--hosts are ignored",
+        if a.rates != "400mbit" or a.rails or a.hosts != 4 or a.ina is not None:
+            print(f"# --lab {a.lab}: using that lab as it is; --rates/--rails/--hosts/--ina are ignored",
                   file=sys.stderr)
     try:
         cmp.select_systems(lab, list(opts.systems) or None)

@@ -21,7 +21,7 @@ MiB = 1 << 20
 OPTS = compare.Options(collectives=("allreduce",), min_size=MiB, max_size=2 * MiB, reps=1,
                        time_budget=0.05, run_timeout=240, validate=True, latency_floor=False)
 SINGLE = [s.name for s in compare.SYSTEMS if s.rails != "all" and not s.mptcp and s.when == "always"]
-MULTI = [s.name for s in compare.SYSTEMS if s.rails == "all" and not s.mptcp and s.when != "unequal"]
+MULTI = [s.name for s in compare.SYSTEMS if s.rails == "all" and not s.mptcp and s.when == "multi"]
 
 
 def _system(name):
@@ -64,6 +64,24 @@ def test_systems_table_is_complete():
                  "mpi-rail0-ring", "mpi-all", "mpi-all-ring", "mpi-all-tuned", "gloo-mptcp"):
         assert want in names
     assert compare.REFERENCE in names
+
+
+def test_ina_row_only_in_an_ina_lab_with_tcp_on_the_other_rails(tmp_path):
+    """nezha-ina exists only where the lab runs an INA service (--ina RAIL) and is given the
+    rails without the service as its TCP rails; the other rows stay."""
+    import types
+    spec = types.SimpleNamespace(rates=[400e6, 400e6], ina=())
+    lab = types.SimpleNamespace(rails=2, hosts=4, spec=spec)
+    assert "nezha-ina" not in [s.name for s in compare.select_systems(lab)]
+    spec.ina = [1]
+    names = [s.name for s in compare.select_systems(lab)]
+    assert "nezha-ina" in names and "nezha-all" in names and "gloo-mptcp" in names
+    _, env, _ = compare.worker_cmd(_system("nezha-ina"), "allreduce", lab, OPTS,
+                                   str(tmp_path / "x.json"))
+    assert env["NEZHA_SOCKET_IFNAME"] == "rail0" and env["NEZHA_RAILS"] == "tcp,shm,ina"
+    _, env, _ = compare.worker_cmd(_system("nezha-all"), "allreduce", lab, OPTS,
+                                   str(tmp_path / "y.json"))
+    assert env["NEZHA_SOCKET_IFNAME"] == "rail0,rail1" and "NEZHA_RAILS" not in env
 
 
 # ---------------------------------------------------------------- lab: every baseline
