@@ -86,22 +86,15 @@ def establish(rank, secret, listeners, targets, expected, timeout, names=None,
                 try:
                     finished = _step(c, ev, rank, secret, expected, targets, done)
                 except _Reject as r:
-                    msg = f"{c.peer_addr or '?'}: {r}"
-                    log.warn("INIT", f"closed a connection from {msg}")
-                    rejected.append(msg)
-                    sel.unregister(c.sock)
-                    c.sock.close()
+                    _drop(sel, c, rejected, "closed a connection from", r)
                     continue
                 except OSError as exc:
                     if not c.outgoing:
                         # an incoming handshake reset: that peer gave up, most likely
                         # because a third rank died; wait on, so that the timeout names
                         # every rank still missing (the dead one first), not this one
-                        msg = f"{c.peer_addr or '?'}: {exc.strerror or exc}"
-                        log.warn("INIT", f"lost an incoming connection from {msg}")
-                        rejected.append(msg)
-                        sel.unregister(c.sock)
-                        c.sock.close()
+                        _drop(sel, c, rejected, "lost an incoming connection from",
+                              exc.strerror or exc)
                         continue
                     if c.outgoing and gone_if_refused and exc.errno == errno.ECONNREFUSED:
                         raise PeerError(
@@ -144,6 +137,15 @@ def establish(rank, secret, listeners, targets, expected, timeout, names=None,
 
 class _Reject(Exception):
     pass
+
+
+def _drop(sel, c, rejected, what, why):
+    """Close a connection that failed its handshake, log and list it; the wait goes on."""
+    msg = f"{c.peer_addr or '?'}: {why}"
+    log.warn("INIT", f"{what} {msg}")
+    rejected.append(msg)
+    sel.unregister(c.sock)
+    c.sock.close()
 
 
 def _start_connect(sel, rank, key, addr, port, local):
