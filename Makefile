@@ -56,4 +56,4 @@ asan: setup
 		$(PY) setup.py -q build_ext --build-lib $(ASAN_DIR) --build-temp $(ASAN_DIR)/tmp -j 2 \
 		2>&1 | grep -E "error|Error" || true
 	@ls $(ASAN_DIR)/nezha/_core/engine*.so $(ASAN_DIR)/nezha/_core/ina*.so >/dev/null
-	TEST_FUZZ_ASAN=$(ASAN_DIR) TEST_FUZZ_SECONDS=$(FUZZ_SECONDS) $(PY) -m pytest -q -s -p no:cacheprovider tests/test_fuzz.py
+	TEST_FUZZ_ASAN=$(ASAN_DIR) TEST_FUZZ_SECONDS=$(FUZZ_SECONDS) $(PY) -m pytest -q -s -p no:cacheprovider tests/test_fuzz.py tests/test_enginefuzz.py
