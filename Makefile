@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 NP     ?= 4
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: setup build demo test test-% test-pure bench bench-kernels debug clean lint info compare asan
+.PHONY: setup build demo test test-% test-pure bench bench-kernels debug clean lint info compare asan package-check
 
 setup:
 	@bash tools/setup.sh
@@ -57,3 +57,8 @@ asan: setup
 		2>&1 | grep -E "error|Error" || true
 	@ls $(ASAN_DIR)/nezha/_core/engine*.so $(ASAN_DIR)/nezha/_core/ina*.so >/dev/null
 	TEST_FUZZ_ASAN=$(ASAN_DIR) TEST_FUZZ_SECONDS=$(FUZZ_SECONDS) $(PY) -m pytest -q -s -p no:cacheprovider tests/test_fuzz.py tests/test_enginefuzz.py
+
+# Packaging (issue 18): `pip install .` and a built wheel, each into a fresh venv, then every
+# `nezha` command from outside the tree (works, or says what it needs). 2-4 min: not in CI.
+package-check:
+	bash tools/package_check.sh

@@ -8,6 +8,7 @@ import numpy
 from Cython.Build import cythonize
 from Cython.Compiler.Errors import CompileError
 from setuptools import Extension, setup
+from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 INCLUDE = [os.path.join(HERE, "include"), numpy.get_include()]
@@ -73,4 +74,29 @@ def extensions():
         return exts
 
 
-setup(ext_modules=extensions())
+def headers():
+    """The C headers shipped in the package (nezha.get_include() finds them there)."""
+    d = os.path.join(HERE, "include", "nezha")
+    return sorted(f for f in os.listdir(d) if f.endswith(".h")) if os.path.isdir(d) else []
+
+
+class BuildPy(build_py):
+    """build_py that also copies include/nezha/*.h to nezha/include/nezha/ in the build (the
+    wheel), so an installed nezha has the headers `nezha info` and get_include() name."""
+
+    def run(self):
+        super().run()
+        dst = os.path.join(self.build_lib, "nezha", "include", "nezha")
+        os.makedirs(dst, exist_ok=True)
+        for h in headers():
+            self.copy_file(os.path.join(HERE, "include", "nezha", h), os.path.join(dst, h))
+
+    def get_outputs(self, include_bytecode=1):
+        return super().get_outputs(include_bytecode) + [
+            os.path.join(self.build_lib, "nezha", "include", "nezha", h) for h in headers()]
+
+
+# NEZHA_SETUP_PY_ONLY=1: the pure-Python part only (tests/test_packaging.py runs build_py
+# without compiling or cythonizing anything in a tree others may be building)
+setup(ext_modules=[] if os.environ.get("NEZHA_SETUP_PY_ONLY") == "1" else extensions(),
+      cmdclass={"build_py": BuildPy})

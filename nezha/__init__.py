@@ -12,9 +12,15 @@ __all__ = ["__version__", "Communicator", "Request", "ReduceOp", "DType", "SUM",
 
 
 def get_include():
-    """Folder holding nezha's C headers (include/nezha/*.h), for other extensions."""
+    """Folder holding nezha's C headers (nezha/*.h under it), for other extensions, like
+    numpy.get_include(); None if this install has none. An installed package carries them
+    in nezha/include (setup.py copies them there); a source tree has them in include/."""
     import os
-    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "include")
+    here = os.path.dirname(os.path.abspath(__file__))
+    for d in (os.path.join(here, "include"), os.path.join(os.path.dirname(here), "include")):
+        if os.path.isfile(os.path.join(d, "nezha", "nezha_types.h")):
+            return d
+    return None
 
 
 def __getattr__(name):

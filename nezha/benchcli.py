@@ -18,11 +18,22 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _B36 = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 
+def need_bench(command, *scripts):
+    """The paths of bench/ scripts a command runs; exits with a plain message when this is
+    an installed package (pip does not install bench/: it is the source tree's)."""
+    paths = [os.path.join(ROOT, "bench", s) for s in scripts]
+    missing = [p for p in paths if not os.path.exists(p)]
+    if missing:
+        raise SystemExit(
+            f"{command}: needs the benchmark scripts of a nezha source tree ({', '.join(missing)} "
+            f"not found): pip installs the library and the `nezha` command, not bench/. Run it "
+            f"from a clone of the repository: `make build && .venv/bin/python -m {command} ...`")
+    return paths
+
+
 def _load_compare():
     """bench/compare.py as a module (bench/ is not a package; it imports _common by path)."""
-    path = os.path.join(ROOT, "bench", "compare.py")
-    if not os.path.exists(path):
-        raise SystemExit(f"nezha bench: {path} not found (bench/ ships with the source tree)")
+    path, _ = need_bench("nezha bench compare", "compare.py", "_common.py")
     spec = importlib.util.spec_from_file_location("nezha_bench_compare", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

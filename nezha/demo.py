@@ -30,7 +30,15 @@ def main(argv=None):
     p.add_argument("--keep", action="store_true", help="leave the lab up afterwards")
     a = p.parse_args(argv)
 
+    from nezha.benchcli import need_bench
     from nezha.lab import Lab, LabSpec, available
+    from nezha.lab.launch import find_mpirun
+    script, _ = need_bench("nezha demo", "osu_allreduce.py", "_common.py")
+    try:
+        find_mpirun()  # the ranks run under Open MPI: say what is missing before building a lab
+    except Exception as e:  # noqa: BLE001 - LabError: its message says what to install
+        print(f"nezha demo: {e}", file=sys.stderr)
+        return 1
     ok, why = available()
     if not ok:
         print(f"nezha demo: cannot build the lab here: {why}", file=sys.stderr)
@@ -44,7 +52,7 @@ def main(argv=None):
         with tempfile.TemporaryDirectory() as tmp:
             for label, ifnames in (("one rail", "rail0"), ("both rails", "rail0,rail1")):
                 out = os.path.join(tmp, label.replace(" ", "_") + ".json")
-                cmd = [sys.executable, os.path.join(ROOT, "bench", "osu_allreduce.py"),
+                cmd = [sys.executable, script,
                        "--backend", "nezha", "-m", f"4:{a.max_size}", "-f", "--bw",
                        "--time-budget", str(a.time_budget), "--json", out]
                 env = dict(os.environ, PYTHONPATH=ROOT, NEZHA_SOCKET_IFNAME=ifnames)

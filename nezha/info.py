@@ -123,7 +123,7 @@ def _text(d: dict) -> str:
              f"  build     {build}",
              f"  mpi       {mpi_text}",
              f"  torch     {d['torch'] or 'not installed'}",
-             f"  headers   {d['include']}",
+             f"  headers   {d['include'] or 'not in this install'}",
              "", "settings:"]
     wn = max(len(s["name"]) for s in d["settings"])
     wv = max(len(s["value"]) for s in d["settings"])

