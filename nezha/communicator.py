@@ -109,6 +109,7 @@ class Communicator(Executor, Diagnose):
                                nominal=topo_rails.nominal_rates(mesh.rails, mesh.nconns))
         if self._failover:
             self.planner.piece_bytes = max(int(cfg["MIN_RAIL_PIECE"]), 1 << 20)
+            self.planner.set_failover(True)
         self.planner.set_hosts(mesh.host_of)
         self._hier = self.planner.hier_groups(self.rank)
         self._hier_chunk = int(cfg["HIER_CHUNK"])

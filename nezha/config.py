@@ -285,18 +285,23 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
         "gives the slowest rail 2.5 times this and the others more, in proportion to their "
         "rates. Make it larger than a shaper's burst (the lab's tbf lets about 88 KB through "
         "unshaped). On 100 Mbit/s with 4 ranks, 256k makes the probe about 175 ms.")),
-    Param("ALGO", "enum", "auto", allowed=("auto", "ring", "rd", "hier"), help=(
+    Param("ALGO", "enum", "auto", allowed=("auto", "ring", "rd", "rab", "hier"), help=(
         "Algorithm of allreduce, allgather, reduce_scatter and broadcast: ring (flat: over "
         "all ranks; for allreduce reduce-scatter then allgather, pipelined in "
         "NEZHA_SEGMENT_SIZE segments; best for large buffers), rd (flat; allreduce by "
         "recursive doubling: log2(size) exchanges of the whole buffer; best for small ones), "
+        "rab (flat; allreduce by Rabenseifner's algorithm: reduce-scatter by recursive "
+        "halving, allgather by recursive doubling, 2 log2(size) steps moving the ring's "
+        "bytes; for medium ones; the other collectives as auto), "
         "hier (several ranks per host, the same number on each: within the host over shared "
         "memory, each local rank carrying its share across hosts, e.g. reduce-scatter in the "
         "host, allreduce of the shares across hosts, allgather in the host; the flat "
-        "algorithms where hosts hold different numbers of ranks), or auto (below "
-        "NEZHA_SMALL_MSG_THRESHOLD the latency algorithms, above it the ring or chain; hier "
-        "instead wherever it applies and the cost model finds it faster, below the threshold "
-        "only when clearly faster).")),
+        "algorithms where hosts hold different numbers of ranks), or auto (the flat "
+        "algorithm the alpha-beta cost model finds fastest for the size, the host layout "
+        "and the configured rails: rd, rab or ring for allreduce, tree or chain for "
+        "broadcast, rd or ring for allgather and reduce_scatter; `nezha info` shows the "
+        "switch points; hier instead wherever it applies and the model finds it faster, "
+        "against rd or a tree only when clearly faster).")),
     Param("SEGMENT_SIZE", "size", "256k", help=(
         "Pipelining unit: received data is reduced and forwarded in segments of this many "
         "bytes, so that the network and the reduction overlap. Smaller segments start "
@@ -306,9 +311,12 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
         "crosses hosts while the next is reduced within the host. Smaller chunks keep the "
         "rails busy through more of a collective; larger ones pay less per step. The same "
         "on every rank.")),
-    Param("SMALL_MSG_THRESHOLD", "size", "64k", help=(
-        "With NEZHA_ALGO=auto, allreduce calls on fewer bytes than this use the latency "
-        "algorithm (recursive doubling) instead of the ring. 0 always uses the ring.")),
+    Param("SMALL_MSG_THRESHOLD", "size", "auto", help=(
+        "auto: NEZHA_ALGO=auto chooses from the cost model (see NEZHA_ALGO). Set to a size, "
+        "it overrides the model with the fixed rule: allreduce calls on fewer bytes than "
+        "this use recursive doubling, the others the ring (rab is never chosen); broadcast "
+        "a tree below it, a chain above; allgather and reduce_scatter recursive doubling "
+        "below it (a power of two of ranks). 0 always uses the ring.")),
     Param("TIMEOUT", "float", "60", bound="> 0", help=(
         "Seconds a blocking operation (collective, barrier, wait on a request) may take before "
         "it raises NezhaTimeout, unless the call passes its own timeout. inf waits forever.")),

@@ -267,8 +267,14 @@ RAIL_ALPHA = 25e-6  # s per step between hosts (one TCP hop)
 RAIL_RATE = 1.25e9  # B/s of one rail, shared by the host's ranks
 SHM_ALPHA = 5e-6    # s per step within a host
 SHM_RATE = 4e9      # B/s one rank moves through shared memory
-HIER_CLEAR = 0.75   # below NEZHA_SMALL_MSG_THRESHOLD hier must take at most this share of
-                    # the latency path's time: near a tie the small path keeps the payload
+HIER_CLEAR = 0.75   # against a latency algorithm (rd, tree) hier must take at most this
+                    # share of its time: near a tie the small path keeps the payload
+STEP_EFF = 0.85     # share of the link rate a step that does not stream from the one before
+                    # it gets (rd, rab, tree): the next send waits for the last byte of the
+                    # step before and its reduction, so the pipe drains and refills at every
+                    # step, where ring and chain stream from step to step. It is what makes
+                    # the ring win over rab for large payloads at the same bytes on the wire
+UNPIPELINED = ("rd", "rab", "tree")
 
 
 class Layout:
@@ -306,18 +312,39 @@ class Layout:
             c = self._chains[root] = (self._links(hops), lat)
         return c
 
+    def _tree(self, root):
+        """Links of every round of the binomial tree from root (a small broadcast)."""
+        rounds, k = [], 1
+        while k < self.n:
+            rounds.append(self._links([((root + v) % self.n, (root + v + k) % self.n)
+                                       for v in range(k) if v + k < self.n]))
+            k *= 2
+        return rounds
+
     @staticmethod
-    def _step(links, nbytes, bx):
+    def _step(links, nbytes, bx, eff=1.0):
         e, local = links
         t = RAIL_ALPHA + e * nbytes / bx if e else 0.0
-        return max(t, SHM_ALPHA + nbytes / SHM_RATE) if local else t
+        return max(t, SHM_ALPHA + nbytes / (SHM_RATE * eff)) if local else t
 
-    def time(self, coll, algo, nbytes, rails=1, root=0):
+    def time(self, coll, algo, nbytes, rails=1, root=0, rate=None):
         """Modelled seconds of one collective: nbytes is the payload (allgather,
-        reduce_scatter: all blocks together), algo a name (ring, rd, chain, hier)."""
-        n, s, bx = self.n, float(nbytes), max(rails, 1) * RAIL_RATE
+        reduce_scatter: all blocks together), algo a name (ring, rd, rab, chain, tree,
+        hier); rails carry it together, rate B/s in all (default: rails * RAIL_RATE)."""
+        n, s = self.n, float(nbytes)
+        bx = rate or max(rails, 1) * RAIL_RATE
         if n <= 1:
             return 0.0
+        eff = STEP_EFF if algo in UNPIPELINED else 1.0
+        bx *= eff
+        if algo == "rab":  # halving then doubling among p2: step k moves k of p2 blocks
+            p2 = 1 << len(self.rd)
+            return (2 * sum(self._step(lk, k * s / p2, bx, eff)
+                            for k, lk in zip(_pow2s(p2), self.rd))
+                    + (2 * self._step(self.fold, s, bx, eff) if self.fold != (0, False)
+                       else 0.0))
+        if algo == "tree":
+            return sum(self._step(lk, s, bx, eff) for lk in self._tree(root))
         if algo == "hier":  # every phase pipelined; L ranks share the host's rails
             H, L = self.H, self.L or 1
             if coll == "allreduce":   # rs in host, allreduce across hosts, ag in host
@@ -337,10 +364,10 @@ class Layout:
         if algo != "rd":
             raise ValueError(f"no time model for {algo}")
         if coll in ("allgather", "reduce_scatter"):  # step k moves k blocks
-            return sum(self._step(lk, k * s / n, bx)
+            return sum(self._step(lk, k * s / n, bx, eff)
                        for k, lk in zip(_pow2s(1 << len(self.rd)), self.rd))
-        return (sum(self._step(lk, s, bx) for lk in self.rd)
-                + (2 * self._step(self.fold, s, bx) if self.fold != (0, False) else 0.0))
+        return (sum(self._step(lk, s, bx, eff) for lk in self.rd)
+                + (2 * self._step(self.fold, s, bx, eff) if self.fold != (0, False) else 0.0))
 
 
 def _pow2s(p2):

@@ -7,7 +7,8 @@ is posted, so every rank plans it after the same history of finished collectives
 """
 import zlib
 
-from nezha.costmodel import HIER_CLEAR, CostModel, Layout, bucket_of
+from nezha import log
+from nezha.costmodel import HIER_CLEAR, RAIL_RATE, CostModel, Layout, bucket_of
 
 ALGO_RING = 1
 ALGO_RD = 2
@@ -15,8 +16,10 @@ ALGO_CHAIN = 3
 ALGO_TREE = 4
 ALGO_DIRECT = 5
 ALGO_HIER = 6
+ALGO_RAB = 7
 ALGO_NAMES = {0: "direct", ALGO_RING: "ring", ALGO_RD: "rd", ALGO_CHAIN: "chain",
-              ALGO_TREE: "tree", ALGO_DIRECT: "direct", ALGO_HIER: "hier"}
+              ALGO_TREE: "tree", ALGO_DIRECT: "direct", ALGO_HIER: "hier", ALGO_RAB: "rab"}
+LAZY_MAX_BYTES = 256 << 10  # failover.LAZY_MAX_BYTES: larger collectives vote
 ROUND = 256  # shares are whole multiples of this many elements (when large enough)
 MAX_PIECES = 64  # slices of one collective (the vote carries one bit per slice)
 
@@ -58,6 +61,10 @@ class Planner:
         # With failover, large slices are cut into pieces that run one after another on
         # their channel, so that a failure loses one piece, not the whole slice.
         self.piece_bytes = 0
+        self.failover = False  # set by the communicator (the same on every rank)
+        self._logged = {}
+        # nominal repeats each rail's speed once per connection (topo.rails.nominal_rates)
+        self.set_rail_rates(nominal[::self.nconns] if nominal else None)
         self.set_hosts([0] * ranks)
 
     def set_hosts(self, host_of):
@@ -68,6 +75,7 @@ class Planner:
         self.hier_ok = len(counts) > 1 and len(set(counts)) == 1 and counts[0] > 1
         self.layout = Layout(self.hosts)
         self._hier_memo = {}
+        self._choice_memo = {}
 
     def hier_groups(self, rank):
         """(ranks on rank's host, one rank per host at rank's local position); the second
@@ -145,30 +153,145 @@ class Planner:
             out += [(c, off + o, n) for c, o, n in sub]
         return out
 
+    # ---- algorithm choice -------------------------------------------------------------
+    # Every input below is the same on every rank: the host layout, the configured rails
+    # (not the live ones) with their agreed nominal speeds, the configuration and nbytes.
+    # Never the learned rates: a call may be planned when it is posted, before a vote moves
+    # rails, and every rank must pick the same algorithm (the plan hash checks it).
+
+    FLAT = {"allreduce": ("rd", "rab", "ring"), "broadcast": ("tree", "chain"),
+            "allgather": ("rd", "ring"), "reduce_scatter": ("rd", "ring")}
+    IDS = {"rd": ALGO_RD, "rab": ALGO_RAB, "ring": ALGO_RING, "tree": ALGO_TREE,
+           "chain": ALGO_CHAIN}
+
+    def set_rail_rates(self, mbps):
+        """Every rail's speed in Mbit/s, agreed by every rank (the rails' nominal speeds, or
+        the start-up probe's agreed rates), or None: RAIL_RATE each."""
+        rails = max(self.nchan // self.nconns, 1)
+        self.rail_rates = ([RAIL_RATE] * rails if not mbps or len(mbps) != rails else
+                           [float(m) * 125e3 for m in mbps])
+        self._choice_memo = {}
+        self._hier_memo = {}
+
+    @property
+    def algo(self):
+        """NEZHA_ALGO (auto, ring, rd, rab, hier); setting it (the same on every rank, between
+        two collectives) forgets the choices made."""
+        return self._algo
+
+    @algo.setter
+    def algo(self, value):
+        self._algo = value
+        self._choice_memo = {}
+        self._hier_memo = {}
+
+    def set_failover(self, on):
+        """With failover, collectives that are not lazy end with a vote (in the model)."""
+        self.failover = bool(on)
+        self._choice_memo = {}
+
+    def _rails_used(self, nbytes):
+        """Rails a split payload of nbytes goes over with equal shares: each at least
+        NEZHA_MIN_RAIL_PIECE (Planner.split drops the smallest share below it)."""
+        rails = len(self.rail_rates)
+        if self.min_piece == float("inf"):
+            return 1
+        return max(1, min(rails, int(nbytes // max(self.min_piece, 1))))
+
+    def flat_times(self, coll, nbytes, root=0):
+        """{flat algorithm: modelled seconds} of the candidates for nbytes of coll.
+
+        Whole-payload algorithms (rd allreduce, tree) run on one channel, the fastest
+        rail; the others are split, over as many rails as Planner.split would use."""
+        rates = sorted(self.rail_rates, reverse=True)
+        n, out = self.ranks, {}
+        per_rank = nbytes // n if coll in ("allgather", "reduce_scatter") and n else nbytes
+        vote = (self.layout.time("allreduce", "rd", 8, 1, rate=rates[0]) if self.failover
+                else 0.0)
+        for name in self.FLAT[coll]:
+            if name == "rd" and coll != "allreduce" and (n < 2 or n & (n - 1)):
+                continue  # recursive doubling/halving of blocks: a power of two of ranks only
+            whole = name == "tree" or (name == "rd" and coll == "allreduce")
+            k = 1 if whole else self._rails_used(per_rank)
+            if name == "tree" and self.failover:  # a lazy allreduce that ORs bytes
+                t = self.layout.time("allreduce", "rd", nbytes, 1, rate=rates[0])
+            else:
+                t = self.layout.time(coll, name, nbytes, k, root, rate=sum(rates[:k]))
+            # with failover, a collective that is not lazy (striped, large, or a chain:
+            # failover.lazy_ok) ends with a vote, a control round of its own
+            if k > 1 or name == "chain" or per_rank > LAZY_MAX_BYTES:
+                t += vote
+            out[name] = t
+        return out
+
     def algorithm(self, coll, nbytes, root=0):
-        """Algorithm id for nbytes of a collective (size, host layout and NEZHA_ALGO only):
-        the flat one, or hierarchical where it applies and the cost model says it is faster
-        (NEZHA_ALGO=hier forces it where it applies; ring and rd force flat)."""
-        if coll == "allreduce":
-            flat = {"ring": ALGO_RING, "rd": ALGO_RD}.get(
-                self.algo, ALGO_RD if nbytes < self.small else ALGO_RING)
-        elif coll == "broadcast":
-            flat = ALGO_TREE if nbytes < self.small else ALGO_CHAIN
-        elif coll == "reduce":  # small: the allreduce's latency algorithm, kept at the root
-            return ALGO_RING if self.algo == "ring" or nbytes >= self.small else ALGO_RD
-        elif coll in ("allgather", "reduce_scatter"):  # nbytes: all blocks together
+        """Algorithm id for nbytes of a collective (size, host layout, configured rails and
+        NEZHA_ALGO only): the flat one the cost model finds fastest (or the fixed rule of
+        NEZHA_SMALL_MSG_THRESHOLD when set), or hierarchical where it applies and the model
+        says it is faster (NEZHA_ALGO=hier forces it where it applies; ring, rd and rab force
+        flat)."""
+        key = (coll, nbytes, root)
+        got = self._choice_memo.get(key)
+        if got is None:
+            got = self._choose(coll, nbytes, root)
+            if len(self._choice_memo) >= 1024:
+                self._choice_memo.clear()
+            self._choice_memo[key] = got
+        return got
+
+    def _flat(self, coll, nbytes, root=0):
+        """(flat algorithm id, {candidate: seconds} or None when not from the model)."""
+        forced = {"ring": ALGO_RING, "rd": ALGO_RD, "rab": ALGO_RAB}.get(self.algo)
+        pow2 = self.ranks > 1 and not self.ranks & (self.ranks - 1)
+        if self.small is not None or self.ranks < 2:  # the fixed rule (or nothing to choose)
+            small = self.small if self.small is not None else 0
+            if coll == "allreduce":
+                return forced or (ALGO_RD if nbytes < small else ALGO_RING), None
+            if coll == "broadcast":
+                return ALGO_TREE if nbytes < small else ALGO_CHAIN, None
             # small and a power of two of ranks: log2(P) steps (recursive doubling/halving)
-            pow2 = self.ranks > 1 and not self.ranks & (self.ranks - 1)
-            flat = (ALGO_RD if pow2 and self.algo != "ring" and nbytes < self.small
-                    else ALGO_RING)
-        else:
+            return (ALGO_RD if pow2 and self.algo != "ring" and nbytes < small
+                    else ALGO_RING), None
+        times = self.flat_times(coll, nbytes, root)
+        best = min(times, key=lambda a: (times[a], a))
+        if coll == "allreduce" and forced:
+            return forced, times
+        if coll != "broadcast" and self.algo == "ring":
+            return ALGO_RING, times
+        return self.IDS[best], times
+
+    def _choose(self, coll, nbytes, root):
+        if coll == "reduce":  # small: the allreduce's latency algorithm, kept at the root
+            if self.algo == "ring":
+                return ALGO_RING
+            if self.small is not None:
+                return ALGO_RD if nbytes < self.small else ALGO_RING
+            if self.ranks < 2:
+                return ALGO_RING
+            times = self.flat_times("allreduce", nbytes)
+            return ALGO_RD if min(times, key=lambda a: (times[a], a)) == "rd" else ALGO_RING
+        if coll not in self.FLAT:
             return ALGO_DIRECT if coll == "alltoall" else ALGO_RING
-        if not self.hier_ok or self.algo in ("ring", "rd"):
-            return flat
-        if flat == ALGO_TREE and self.algo != "hier":
-            return flat  # small broadcasts stay lazy allreduces with failover (a hier one votes)
-        return ALGO_HIER if self.algo == "hier" or self._hier_wins(coll, flat, nbytes, root) \
-            else flat
+        flat, times = self._flat(coll, nbytes, root)
+        algo = flat
+        if self.hier_ok and self.algo not in ("ring", "rd", "rab") and not (
+                flat == ALGO_TREE and self.algo != "hier"):
+            # small broadcasts stay lazy allreduces with failover (a hier one votes)
+            if self.algo == "hier" or self._hier_wins(coll, flat, nbytes, root):
+                algo = ALGO_HIER
+        if times is not None and log.enabled("INFO", "PLAN"):
+            b = bucket_of(coll, nbytes)
+            if self._logged.get(b[:2]) != algo:
+                self._logged[b[:2]] = algo
+                log.info("PLAN", f"{coll} {nbytes} B: {ALGO_NAMES[algo]} ("
+                         + ", ".join(f"{a} {t * 1e6:.0f} us" for a, t in times.items())
+                         + (f", hier {self._hier_time(coll, nbytes):.0f} us"
+                            if self.hier_ok else "") + ")")
+        return algo
+
+    def _hier_time(self, coll, nbytes):
+        rails = len(self.rail_rates)
+        return self.layout.time(coll, "hier", nbytes, rails, rate=sum(self.rail_rates)) * 1e6
 
     def _hier_wins(self, coll, flat, nbytes, root):
         """The cost model's verdict (costmodel.Layout.time), memoized. Its inputs never
@@ -177,15 +300,44 @@ class Planner:
         key = (coll, flat, nbytes, root)
         win = self._hier_memo.get(key)
         if win is None:
-            rails = max(self.nchan // self.nconns, 1)
-            t_hier = self.layout.time(coll, "hier", nbytes, rails)
-            t_flat = self.layout.time(coll, ALGO_NAMES[flat], nbytes, rails, root)
+            rails = len(self.rail_rates)
+            t_hier = self.layout.time(coll, "hier", nbytes, rails, rate=sum(self.rail_rates))
+            name = ALGO_NAMES[flat]
+            whole = name == "tree" or (name == "rd" and coll == "allreduce")
+            k = 1 if whole else rails
+            t_flat = self.layout.time(coll, name, nbytes, k, root,
+                                      rate=sum(sorted(self.rail_rates, reverse=True)[:k]))
             # small payloads stay on their latency path unless hier wins clearly
-            win = t_hier < (HIER_CLEAR if nbytes < self.small else 1.0) * t_flat
+            latency = (nbytes < self.small if self.small is not None
+                       else flat in (ALGO_RD, ALGO_TREE))
+            win = t_hier < (HIER_CLEAR if latency else 1.0) * t_flat
             if len(self._hier_memo) >= 512:
                 self._hier_memo.clear()
             self._hier_memo[key] = win
         return win
+
+    def switch_points(self, coll, lo=1, hi=1 << 30, root=0):
+        """{"a->b": first payload in bytes that gets b}: where the choice for coll changes
+        between lo and hi bytes (powers of two scanned, each change found to the byte)."""
+        out, prev, size = {}, self.algorithm(coll, lo, root), lo
+        while size < hi:
+            nxt = min(size * 2, hi)
+            got = self.algorithm(coll, nxt, root)
+            if got != prev:
+                a, b = size, nxt  # algorithm(a) == prev != algorithm(b)
+                while b - a > 1:
+                    m = (a + b) // 2
+                    if self.algorithm(coll, m, root) == prev:
+                        a = m
+                    else:
+                        b = m
+                mid = self.algorithm(coll, b, root)
+                out[f"{ALGO_NAMES[prev]}->{ALGO_NAMES[mid]}"] = b
+                prev = mid
+                if mid != got:
+                    continue
+            size = nxt
+        return out
 
     def allreduce(self, count, esize):
         """Plan for an allreduce of count elements."""

@@ -69,8 +69,11 @@ def test_transports_and_algorithm_follow_the_hosts(world):
     counts = {h: hosts.count(h) for h in hosts}
     even = len(counts) > 1 and len(set(counts.values())) == 1 and max(counts.values()) > 1
     forced = world.config["ALGO"]
-    want = {"ring": "ring", "rd": "rd"}.get(forced, "hier" if even else "ring")
-    assert world.algorithm_for(1 << 24) == want
+    want = {"ring": "ring", "rd": "rd", "rab": "rab"}.get(forced, "hier" if even else "ring")
+    got = world.algorithm_for(1 << 24)
+    # flat and auto: the cost model's bandwidth algorithm (rab where hosts are uneven and
+    # fewer of its pairs than of the ring's cross hosts)
+    assert got == want or (want == "ring" and forced == "auto" and got == "rab"), got
     assert world.local_rank == [p for p in range(world.size)
                                 if hosts[p] == hosts[world.rank]].index(world.rank)
 

@@ -7,7 +7,7 @@ slice's first element), not buffers; es is the element size; AVG is the caller's
 import numpy as np
 
 from nezha._core import engine as _eng
-from nezha.planner import ALGO_HIER, ALGO_RD, ALGO_TREE
+from nezha.planner import ALGO_HIER, ALGO_RAB, ALGO_RD, ALGO_TREE
 from nezha.types import DType, ReduceOp
 
 HIER_CHUNK = 256 << 10  # default bytes per hierarchical chunk (NEZHA_HIER_CHUNK)
@@ -18,6 +18,8 @@ def allreduce(s, algo, chan, out, src, cnt, es, hier, chunk=HIER_CHUNK):
     a hierarchical chunk (one crosses hosts while the next is reduced within the host)."""
     if algo == ALGO_RD:
         _eng.rd_allreduce(s, chan, out, src, cnt)
+    elif algo == ALGO_RAB:
+        _eng.rab_allreduce(s, chan, out, src, cnt)
     elif algo == ALGO_HIER:
         _eng.hier_allreduce(s, chan, out, src, cnt, *hier, max(chunk // es, 1))
     else:

@@ -1,0 +1,114 @@
+"""Each flat allreduce algorithm (rd, rab, ring) exact at its boundary sizes, for 1 to 8
+ranks over shm and tcp, striped over several channels; and every rank picks the same
+algorithm with NEZHA_ALGO=auto (tests/workers/algo_worker.py runs one rank)."""
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from nezha.config import Config
+from nezha.planner import Planner
+from tests.spawn import free_port
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORKER = os.path.join(ROOT, "tests", "workers", "algo_worker.py")
+
+# ranks, environment: shm (one host), tcp only, several channels with small pieces (every
+# medium allreduce striped: each slice runs the algorithm on its own), fake hosts
+CONFIGS = [
+    (1, {}),
+    (2, {"NEZHA_RAILS": "tcp"}),
+    (3, {"NEZHA_SOCKET_NCONNS": "2", "NEZHA_MIN_RAIL_PIECE": "1k"}),
+    (4, {"NEZHA_RAILS": "tcp", "NEZHA_SOCKET_NCONNS": "2", "NEZHA_MIN_RAIL_PIECE": "1k"}),
+    (5, {}),
+    (6, {"NEZHA_TEST_HOSTS": "0,1,2,3,4,5", "NEZHA_SOCKET_NCONNS": "2",
+         "NEZHA_MIN_RAIL_PIECE": "1k"}),
+    (7, {"NEZHA_RAILS": "tcp"}),
+    (8, {"NEZHA_SOCKET_NCONNS": "3", "NEZHA_MIN_RAIL_PIECE": "1k"}),
+]
+
+
+def _switch_counts(n, esize=4):
+    """Element counts just below and above the allreduce switch points for n ranks."""
+    cfg = Config.load({}, environ={})
+    out = []
+    # one rank per host and all on one host; nominal rails and 400 Mbit/s ones
+    for hosts, nominal in ((list(range(n)), None), ([0] * n, None),
+                           (list(range(n)), [400.0, 400.0])):
+        p = Planner(2, cfg, ranks=n, nominal=nominal)
+        p.set_hosts(hosts)
+        for nbytes in p.switch_points("allreduce", hi=1 << 20).values():
+            c = nbytes // esize
+            out += [max(c - 1, 0), c, c + 1]
+    return out
+
+
+def _counts(n):
+    base = [0, 1, 2, 3, 5, 7, 13, 31, n - 1, n, n + 1, 2 * n - 1, 4 * n + 3, 257, 1021, 4099]
+    return sorted(set(c for c in base + _switch_counts(n) if 0 <= c <= 1 << 18))
+
+
+def _run(n, extra, counts, picks, timeout=120):
+    port = free_port()
+    procs = []
+    for r in range(n):
+        e = dict(os.environ, PYTHONPATH=ROOT, RANK=str(r), WORLD_SIZE=str(n),
+                 MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), NEZHA_SOCKET_IFNAME="lo",
+                 NEZHA_JOB_SECRET="00" * 16, NEZHA_TIMEOUT="60", NEZHA_PROBE="off",
+                 ALGO_TEST_COUNTS=json.dumps(counts), ALGO_TEST_PICK=json.dumps(picks), **extra)
+        for k in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "NEZHA_ALGO"):
+            e.pop(k, None)
+        procs.append(subprocess.Popen([sys.executable, WORKER], env=e, text=True,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+    results = []
+    try:
+        for p in procs:
+            out, _ = p.communicate(timeout=timeout)
+            res = [json.loads(x[7:]) for x in out.splitlines() if x.startswith("RESULT ")]
+            assert p.returncode == 0 and res, out[-3000:]
+            results.append(res[0])
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    return results
+
+
+@pytest.mark.parametrize("n,extra", CONFIGS,
+                         ids=[f"np{c[0]}" + "".join(f"-{k[6:].lower()}{v}" for k, v in c[1].items())
+                              for c in CONFIGS])
+def test_allreduce_algorithms_exact_at_boundaries(n, extra):
+    picks = [0, 4, 1 << 10, 8 << 10, 64 << 10, 256 << 10, 1 << 20, 16 << 20]
+    picks += [b + d for b in _switch_counts(n, 1) for d in (0,)]
+    res = _run(n, extra, _counts(n), picks)
+    for r in res:
+        assert not r["failures"], r["failures"][:5]
+        if "NEZHA_MIN_RAIL_PIECE" in extra:  # slices over channels, each run by rab alone
+            assert "rab" in r["striped"] and "ring" in r["striped"], r["striped"]
+    # every rank picks the same algorithm for every size and collective
+    assert all(r["picks"] == res[0]["picks"] for r in res), [r["picks"] for r in res]
+
+
+def test_rab_failover_reruns_exact(tmp_path):
+    """NEZHA_ALGO=rab through rail faults (tests/test_loop_faults.py's worker and fault
+    table): a failed slice is voted on and re-run, the results stay exact."""
+    from nezha.transports import fault
+    from tests.test_loop_faults import _run as run_faults
+
+    def inject(table):
+        for k in range(2):
+            rank = 1 + k
+            table.cut(k % 2, [rank], [p for p in range(4) if p != rank], fault.RESET)
+            time.sleep(0.8)
+            table.heal()
+            time.sleep(1.5)
+
+    results, out = run_faults(tmp_path, "all", "loop", inject, env_extra={"NEZHA_ALGO": "rab"})
+    assert all(results), out
+    for r in results:
+        assert r["error"] is None and r["wrong"] == 0 and r["done"] > 8, (r, out)
+    assert sum(e["event"] == "down" for e in results[0]["events"]) >= 1, out
