@@ -132,6 +132,8 @@ class Communicator(Executor, Diagnose):
                                    cfg["INA_TIMEOUT"])
         # no trusted nominal speed: a short timed allreduce seeds the prior (topo/rateprobe.py)
         self.probe = topo_rateprobe.startup(self, cfg)
+        if log.enabled("INFO", "PLAN"):
+            log.info("PLAN", self.planner.describe())
         self._fo.start_guard()
 
     # ---- properties ------------------------------------------------------------------

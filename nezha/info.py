@@ -6,6 +6,7 @@ import importlib
 import importlib.metadata
 import importlib.util
 import json
+import os
 import platform
 import sys
 
@@ -75,6 +76,7 @@ def collect() -> dict:
     if not spec and not rails["error"]:
         rails["selected"] = [r.name for r in formed.rails]
     return {
+        "algorithms": _algorithms(cfg, interfaces, rails["selected"]),
         "prior": _prior(cfg, interfaces, rails["selected"]),
         "nezha": nezha.__version__,
         "python": platform.python_version(),
@@ -90,6 +92,29 @@ def collect() -> dict:
         "rails": rails,
         "rail_formation": formation,
     }
+
+
+def _algorithms(cfg, interfaces, selected) -> dict:
+    """NEZHA_ALGO=auto's switch points (planner.switch_table) for this host's rails (their
+    trusted nominal speeds, else the model's nominal rate; in a job the probe's rates) and
+    the job's size (WORLD_SIZE, OMPI_COMM_WORLD_SIZE; else 4): one rank per host, and
+    every rank on this host."""
+    from nezha.planner import layout_planner
+    from nezha.topo import rails as topo_rails
+    try:
+        n = int(os.environ.get("WORLD_SIZE") or os.environ.get("OMPI_COMM_WORLD_SIZE") or 4)
+        report = {r["name"]: r for r in topo_rails.local_report(interfaces)}
+        speeds = [topo_rails.trusted_speed(report[nm]) if nm in report else None
+                  for nm in selected]
+        mbps = speeds if speeds and None not in speeds else None
+        out = {"ranks": n, "rails_mbps": mbps, "rails": max(len(selected), 1), "layouts": {}}
+        for name, hosts in (("1 rank per host", list(range(n))), ("one host", [0] * n)):
+            p = layout_planner(cfg, hosts, mbps, max(len(selected), 1), cfg["SOCKET_NCONNS"],
+                               failover=len(selected) > 1 and cfg["FAILOVER"] and n > 1)
+            out["layouts"][name] = {"table": p.switch_table(), "line": p.describe()}
+        return out
+    except Exception as e:  # noqa: BLE001 - a report, not a job: say what went wrong
+        return {"error": f"{type(e).__name__}: {e}"}
 
 
 def _prior(cfg, interfaces, selected) -> dict:
@@ -159,6 +184,20 @@ def _text(d: dict) -> str:
                 lines.append("  outside a job: in one, the network holding the bootstrap's "
                              "address (MASTER_ADDR, or mpirun's) is left out as management "
                              "when others reach every host")
+    al = d["algorithms"]
+    if "error" in al:
+        lines.append(f"algorithm choice: unknown ({al['error']})")
+    else:
+        lines.append(f"algorithm choice (NEZHA_ALGO=auto: first size that takes the next "
+                     f"algorithm; {al['ranks']} ranks, {al['rails']} rail(s)"
+                     + (f" of {', '.join(str(m) for m in al['rails_mbps'])} Mbit/s"
+                        if al["rails_mbps"] else " of unknown speed, nominal 10 Gbit/s; "
+                        "in a job the probe's rates") + "):")
+        for name, lay in al["layouts"].items():
+            lines.append(f"  {name}:")
+            for coll, pts in lay["table"].items():
+                text = ", ".join(f"{k} at {v} B" for k, v in pts.items()) or "no switch"
+                lines.append(f"    {coll:<15} {text}")
     pr = d["prior"]
     lines.append("cost-model prior: " + ("start-up rate probe (NEZHA_PROBE): " if pr["probe"]
                                          else "no probe: ") + pr["why"])

@@ -339,6 +339,25 @@ class Planner:
             size = nxt
         return out
 
+    def switch_table(self):
+        """{collective: {"a->b": bytes}} of the auto choice for this layout and these rails,
+        4 B to 1 GiB (`nezha info`, NEZHA_DEBUG=INFO)."""
+        return {coll: self.switch_points(coll)
+                for coll in ("allreduce", "broadcast", "allgather", "reduce_scatter")}
+
+    def describe(self):
+        """One line: the layout, the rails the model assumes and the switch points."""
+        hosts = len(set(self.hosts))
+        rails = ", ".join(f"{r * 8e-6:.0f}" for r in self.rail_rates)
+        table = self.switch_table()
+        parts = [f"{coll} " + (", ".join(f"{k} at {_size(v)}" for k, v in pts.items())
+                               or ALGO_NAMES[self.algorithm(coll, 1 << 20)])
+                 for coll, pts in table.items()]
+        src = "fixed NEZHA_SMALL_MSG_THRESHOLD" if self.small is not None else "cost model"
+        return (f"algorithms ({src}, NEZHA_ALGO={self.algo}; {self.ranks} ranks on {hosts} "
+                f"hosts, rails {rails} Mbit/s{', failover votes' if self.failover else ''}): "
+                + "; ".join(parts))
+
     def allreduce(self, count, esize):
         """Plan for an allreduce of count elements."""
         nbytes = count * esize
@@ -375,3 +394,21 @@ class Planner:
     def single(self, algo=0):
         """One whole piece on the best channel (barrier, send/recv)."""
         return Plan([(self.best_channel(), 0, 0)], algo)
+
+
+def _size(n):
+    for unit, div in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= div:
+            return f"{n / div:.4g} {unit}"
+    return f"{n} B"
+
+
+def layout_planner(cfg, hosts, mbps=None, rails=1, nconns=1, failover=False):
+    """A planner for a layout (host of every rank) and rails (Mbit/s each; None: rails of
+    RAIL_RATE) without a job, for its switch points (`nezha info`)."""
+    rails = len(mbps) if mbps else rails
+    p = Planner(rails * nconns, cfg, ranks=len(hosts),
+                nominal=[m for m in mbps for _ in range(nconns)] if mbps else None)
+    p.set_hosts(hosts)
+    p.set_failover(failover)
+    return p

@@ -10,7 +10,9 @@ import time
 import pytest
 
 from nezha.config import Config
-from nezha.planner import Planner
+from nezha.costmodel import bucket_of
+from nezha.planner import (ALGO_CHAIN, ALGO_HIER, ALGO_RAB, ALGO_RD, ALGO_RING, ALGO_TREE,
+                           Planner, layout_planner)
 from tests.spawn import free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -112,3 +114,76 @@ def test_rab_failover_reruns_exact(tmp_path):
     for r in results:
         assert r["error"] is None and r["wrong"] == 0 and r["done"] > 8, (r, out)
     assert sum(e["event"] == "down" for e in results[0]["events"]) >= 1, out
+
+
+# ---- the choice itself, without a network ---------------------------------------------
+
+SIZES = [0, 1, 4, 1000, 4096, 8 << 10, 9000, 10_000, 64 << 10, 100_000, 200_000, 500_000,
+         (1 << 20) - 1, 1 << 20, (1 << 20) + 1, 16 << 20, 64 << 20]
+
+
+@pytest.mark.parametrize("mbps", [None, [400.0, 400.0], [400.0, 100.0]],
+                         ids=["nominal", "400+400", "400+100"])
+@pytest.mark.parametrize("failover", [False, True])
+@pytest.mark.parametrize("nconns", [1, 2])
+def test_lab_shape_large_allreduce_stays_ring(mbps, failover, nconns):
+    """4 ranks, one per host, 2 rails: allreduces of 1 MiB and more are the ring (the
+    throughput results depend on it); below, whatever the model says, rd first."""
+    cfg = Config.load({"SOCKET_NCONNS": str(nconns)}, environ={})
+    p = layout_planner(cfg, [0, 1, 2, 3], mbps, 2, nconns, failover)
+    for size in (1 << 20, (1 << 20) + 1, 3 << 20, 16 << 20, 64 << 20, 1 << 30):
+        assert p.algorithm("allreduce", size) == ALGO_RING, size
+        assert p.algorithm("broadcast", size) == ALGO_CHAIN, size
+        assert p.algorithm("allgather", size) == ALGO_RING, size
+    assert p.algorithm("allreduce", 4) == ALGO_RD
+    assert p.algorithm("broadcast", 4) == ALGO_TREE
+
+
+def test_two_hosts_of_four_large_is_hier():
+    cfg = Config.load({}, environ={})
+    p = layout_planner(cfg, [0] * 4 + [1] * 4, None, 2, 1, True)
+    for size in (1 << 20, 64 << 20):
+        assert p.algorithm("allreduce", size) == ALGO_HIER
+
+
+def test_choice_uses_only_what_every_rank_shares():
+    """Two ranks whose learned rates and live rails differ pick the same algorithm at
+    every size (the plan hash would catch it, as a mismatch error)."""
+    cfg = Config.load({"SOCKET_NCONNS": "2"}, environ={})
+    a = layout_planner(cfg, [0, 1, 2, 3, 4], [400.0, 100.0], 2, 2, True)
+    b = layout_planner(cfg, [0, 1, 2, 3, 4], [400.0, 100.0], 2, 2, True)
+    for size in SIZES:  # b has learned something a has not, and lost a rail
+        key = bucket_of("allreduce", size)
+        b.model.record(key, [size // 4] * 4, [1000, 5000, 2000, 9000])
+        b.model.apply(b.model.sync_keys(), b.model.sync_vector(b.model.sync_keys()) * 5, 5)
+    b.alive[0] = False
+    for coll in ("allreduce", "broadcast", "allgather", "reduce_scatter", "reduce"):
+        assert [a.algorithm(coll, s) for s in SIZES] == [b.algorithm(coll, s) for s in SIZES]
+        assert a.switch_points(coll) == b.switch_points(coll)
+
+
+def test_switch_points_bracket_the_choice():
+    cfg = Config.load({}, environ={})
+    p = layout_planner(cfg, [0, 1, 2, 3], [400.0, 400.0], 2, 1, True)
+    pts = p.switch_points("allreduce")
+    assert list(pts) == ["rd->rab", "rab->ring"], pts
+    for name, at in pts.items():
+        before, after = (Planner.IDS[x] for x in name.split("->"))
+        assert p.algorithm("allreduce", at - 1) == before
+        assert p.algorithm("allreduce", at) == after
+    times = p.flat_times("allreduce", pts["rd->rab"] + 100)
+    assert min(times, key=times.get) == "rab", times
+
+
+def test_fixed_threshold_and_forced_algorithms():
+    """NEZHA_SMALL_MSG_THRESHOLD set: the old fixed rule (never rab); NEZHA_ALGO forces."""
+    cfg = Config.load({"SMALL_MSG_THRESHOLD": "32k"}, environ={})
+    p = layout_planner(cfg, [0, 1, 2, 3], None, 2)
+    assert [p.algorithm("allreduce", s) for s in (4, (32 << 10) - 1, 32 << 10, 8 << 20)] == \
+        [ALGO_RD, ALGO_RD, ALGO_RING, ALGO_RING]
+    assert p.algorithm("broadcast", 1000) == ALGO_TREE
+    assert p.algorithm("broadcast", 32 << 10) == ALGO_CHAIN
+    for algo, want in (("rab", ALGO_RAB), ("rd", ALGO_RD), ("ring", ALGO_RING)):
+        p = layout_planner(Config.load({"ALGO": algo}, environ={}), [0, 1, 2, 3], None, 2)
+        assert {p.algorithm("allreduce", s) for s in SIZES} == {want}
+        assert p.allreduce(1000, 4).algo == want

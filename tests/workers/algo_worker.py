@@ -46,6 +46,18 @@ def main():
                 np.testing.assert_array_equal(send, inputs[r])
             except AssertionError as exc:
                 failures.append(f"{algo} {dt.name} {op.name} count={count}: {str(exc)[:300]}")
+    # the same buffers again and again: the plan cache and the compiled fast path rerun
+    # the schedule built once
+    for algo in algos:
+        comm.planner.algo = algo
+        x, y = np.empty(3001, np.int64), np.empty(3001, np.int64)
+        for rep in range(4):
+            x[:] = np.arange(3001) * (r + 1) + rep
+            comm.allreduce(x, y)
+            want = np.arange(3001) * (n * (n + 1) // 2) + rep * n
+            if not np.array_equal(y, want):
+                failures.append(f"{algo} repeated call {rep} wrong")
+        keep += [x, y]
     comm.planner.algo = "auto"
     sizes = json.loads(os.environ.get("ALGO_TEST_PICK", "[]"))
     picks = {coll: [comm.algorithm_for(s, coll) for s in sizes]
