@@ -260,7 +260,7 @@ class Planner:
             return ALGO_RING, times
         return self.IDS[best], times
 
-    def _choose(self, coll, nbytes, root):
+    def _choose(self, coll, nbytes, root, quiet=False):
         if coll == "reduce":  # small: the allreduce's latency algorithm, kept at the root
             if self.algo == "ring":
                 return ALGO_RING
@@ -279,7 +279,7 @@ class Planner:
             # small broadcasts stay lazy allreduces with failover (a hier one votes)
             if self.algo == "hier" or self._hier_wins(coll, flat, nbytes, root):
                 algo = ALGO_HIER
-        if times is not None and log.enabled("INFO", "PLAN"):
+        if times is not None and not quiet and log.enabled("INFO", "PLAN"):
             b = bucket_of(coll, nbytes)
             if self._logged.get(b[:2]) != algo:
                 self._logged[b[:2]] = algo
@@ -319,19 +319,19 @@ class Planner:
     def switch_points(self, coll, lo=1, hi=1 << 30, root=0):
         """{"a->b": first payload in bytes that gets b}: where the choice for coll changes
         between lo and hi bytes (powers of two scanned, each change found to the byte)."""
-        out, prev, size = {}, self.algorithm(coll, lo, root), lo
+        out, prev, size = {}, self._choose(coll, lo, root, True), lo
         while size < hi:
             nxt = min(size * 2, hi)
-            got = self.algorithm(coll, nxt, root)
+            got = self._choose(coll, nxt, root, True)
             if got != prev:
                 a, b = size, nxt  # algorithm(a) == prev != algorithm(b)
                 while b - a > 1:
                     m = (a + b) // 2
-                    if self.algorithm(coll, m, root) == prev:
+                    if self._choose(coll, m, root, True) == prev:
                         a = m
                     else:
                         b = m
-                mid = self.algorithm(coll, b, root)
+                mid = self._choose(coll, b, root, True)
                 out[f"{ALGO_NAMES[prev]}->{ALGO_NAMES[mid]}"] = b
                 prev = mid
                 if mid != got:
@@ -351,7 +351,7 @@ class Planner:
         rails = ", ".join(f"{r * 8e-6:.0f}" for r in self.rail_rates)
         table = self.switch_table()
         parts = [f"{coll} " + (", ".join(f"{k} at {_size(v)}" for k, v in pts.items())
-                               or ALGO_NAMES[self.algorithm(coll, 1 << 20)])
+                               or ALGO_NAMES[self._choose(coll, 1 << 20, 0, True)])
                  for coll, pts in table.items()]
         src = "fixed NEZHA_SMALL_MSG_THRESHOLD" if self.small is not None else "cost model"
         return (f"algorithms ({src}, NEZHA_ALGO={self.algo}; {self.ranks} ranks on {hosts} "
