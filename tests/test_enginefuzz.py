@@ -19,8 +19,9 @@ SEED = int(os.environ.get("TEST_FUZZ_SEED", "18"))
 def test_mutated_streams_end_cleanly_and_clean_ones_exactly():
     env = dict(os.environ, PYTHONPATH=ROOT)
     env.update(asan_env())
-    p = subprocess.run([sys.executable, "-m", "tests.enginefuzz", "--cases", str(CASES),
-                        "--seed", str(SEED)], cwd=ROOT, env=env, capture_output=True,
+    # by path, not -m: the current directory would come before the ASan build's package
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "enginefuzz.py"),
+                        "--cases", str(CASES), "--seed", str(SEED)], cwd=ROOT, env=env, capture_output=True,
                        text=True, timeout=600)
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
     assert lines, (p.returncode, p.stdout[-2000:], p.stderr[-4000:])
