@@ -141,3 +141,28 @@ def test_stopped_peer_times_out_and_resumes_uncorrupted(tmp_path, rails):
     res = results[2]
     assert res["wrong"] == 0 and res["error"] is not None, res  # an error, not a wrong sum
     assert stopped_for < TIMEOUT + 20
+
+
+@pytest.mark.timeout(120)
+def test_short_stop_gives_up_no_rail(tmp_path):
+    """A rank stopped for longer than NEZHA_RAIL_TIMEOUT but less than the peer-lost wait
+    (what a rank starved of CPU looks like, with more ranks than cores) is silent on every
+    rail at once: no rail may be given up for it (include/nezha/nezha_engine.h,
+    nz_rail_silent). Before that rule, this set both rails aside and ended in
+    RailSystemError or a re-admission."""
+    table, procs = start(tmp_path, "none", 2, extra={"NEZHA_LOOP_RAILS": "2"})
+    assert ready(tmp_path, procs, range(3)), [p.logpath.read_text()[-2000:] for p in procs]
+    for _ in range(2):
+        procs[2].send_signal(signal.SIGSTOP)
+        time.sleep(0.5)           # RAIL_TIMEOUT 0.25 s < 0.5 s < peer lost 1 s
+        procs[2].send_signal(signal.SIGCONT)
+        time.sleep(0.5)
+    (tmp_path / "stop").write_text("")
+    results = finish(tmp_path, procs)
+    show("sigstop-0.5s", results)
+    for r in range(3):
+        res = results.get(r)
+        assert res is not None, procs[r].logpath.read_text()[-3000:]
+        assert res["error"] is None and res["wrong"] == 0, res
+        assert res["downs"] == 0, res
+

@@ -435,8 +435,34 @@ static inline int nz_start(nz_engine_t *e, nz_op_t *ops, int32_t nops, int dtype
     return NZ_OK;
 }
 
+/* Is `peer` silent on `rail` (last heard at heard_r) in a way that blames the rail?
+ * Only if the peer has been heard on another rail more than silent_ns after it was last
+ * heard on this one: a cut or blackholed link is silence on one rail while the others
+ * talk. Silence on every rail at once is a starved process (more ranks than cores: the
+ * peer's health thread or ours got no CPU) or a dead peer, and a rail given up for it
+ * would only be re-admitted later, or leave no rail at all; it counts only after the
+ * peer-lost wait, and then the vote finds out which. Timestamps a starved health thread
+ * is still writing (busy) are not compared. */
+static inline int nz_rail_silent(nz_engine_t *e, int32_t rail, int32_t peer, int64_t heard_r,
+                                 int64_t now) {
+    nz_health_t *h = e->health;
+    int64_t lost = 2 * e->silent_ns > NZ_PEER_LOST_NS ? 2 * e->silent_ns : NZ_PEER_LOST_NS;
+    if (now - heard_r > lost) return 1;
+    if (__atomic_load_n(&h->busy, __ATOMIC_ACQUIRE)) return 0;
+    int32_t nrails = h->n / h->size;
+    for (int32_t q = 0; q < nrails; q++) {
+        if (q == rail) continue;
+        int32_t c = q * h->size + peer;
+        int64_t hq = h->closed[c] ? 0 : h->last_heard[c];
+        if (e->data_heard[c] > hq) hq = e->data_heard[c];
+        if (hq - heard_r > e->silent_ns) return 1;
+    }
+    return 0;
+}
+
 /* Set aside every channel that waits on a peer it has not heard from on that channel's
- * rail for silent_ns (a blackholed or cut link sends no error, only silence). */
+ * rail for silent_ns while the peer talks on another rail (a blackholed or cut link sends
+ * no error, only silence; see nz_rail_silent). */
 static inline int nz_check_silence(nz_engine_t *e, int64_t now) {
     nz_health_t *h = e->health;
     if (!e->failover || !h || e->nchan == 0) return 0;
@@ -468,7 +494,8 @@ static inline int nz_check_silence(nz_engine_t *e, int64_t now) {
         int32_t c = e->chan_rail[p->chan] * size + p->peer;
         int64_t heard = h->last_heard[c] > e->data_heard[c] ? h->last_heard[c] : e->data_heard[c];
         if (h->closed[c]) hit |= nz_fail_chan(e, p->chan, p->peer, NZ_WHY_CLOSED, 0);
-        else if (now - heard > e->silent_ns)
+        else if (now - heard > e->silent_ns &&
+                 nz_rail_silent(e, e->chan_rail[p->chan], p->peer, heard, now))
             hit |= nz_fail_chan(e, p->chan, p->peer, NZ_WHY_SILENT, 0);
     }
     return hit;

@@ -61,6 +61,7 @@ typedef struct {
     pthread_mutex_t *wlock;    /* one writer at a time per endpoint */
     pthread_mutex_t *rlock;    /* one reader at a time: the health thread or the engine */
     int64_t interval_ns;
+    int busy;                  /* the health thread is between poll() and the end of its reads */
     volatile int stop;
     pthread_t th;
     int started;
@@ -263,15 +264,20 @@ static void *nz_health_main(void *arg) {
             next_beat = now + h->interval_ns;
         }
         int32_t nfd = 0;
+        __atomic_store_n(&h->busy, 1, __ATOMIC_RELEASE);
         for (int32_t i = 0; i < h->n; i++)
             if (nz_health_watch(h, i, pf, map, i, &nfd, max)) nz_health_read(h, i, now);
+        __atomic_store_n(&h->busy, 0, __ATOMIC_RELEASE);
         int wait_ms = (int)((next_beat - now) / 1000000);
         if (wait_ms < 1) wait_ms = 1;
         int r = poll(pf, (nfds_t)nfd, wait_ms);
         if (r <= 0) continue;
+        /* until every endpoint is read, last_heard mixes old and new times (nz_rail_silent) */
+        __atomic_store_n(&h->busy, 1, __ATOMIC_RELEASE);
         now = nz_health_now();
         for (int32_t k = 0; k < nfd; k++)
             if (pf[k].revents) nz_health_read(h, map[k], now);
+        __atomic_store_n(&h->busy, 0, __ATOMIC_RELEASE);
     }
     free(pf);
     free(map);

@@ -61,8 +61,9 @@ def main():
             done += 1
             if done == 3:
                 open(os.path.join(os.environ["TEST_DIR"], f"ready.{rank}"), "w").close()
+        downs = sum(e["event"] == "down" for e in comm.stats()["events"])
         comm.close()
-        res = dict(rank=rank, error=None, stage=stage, wrong=wrong, done=done)
+        res = dict(rank=rank, error=None, stage=stage, wrong=wrong, done=done, downs=downs)
     except nezha.NezhaError as exc:
         res = dict(rank=rank, error=type(exc).__name__, msg=str(exc)[:600], stage=stage,
                    secs=round(time.monotonic() - t0, 2), wrong=wrong, done=done,
