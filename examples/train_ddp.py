@@ -7,8 +7,25 @@
 
 Prints samples/s and how a step's time splits between compute (the same steps under
 ddp.no_sync(), no communication) and communication left exposed (the rest), plus the
-allreduce time of one step's gradients alone. --width scales the fully connected layer,
-which holds most parameters: wider makes the step more communication-bound.
+allreduce time of one step's gradients alone.
+
+--model cnn (the default, the README's numbers): conv 3->32, conv 32->64, fc 4096->width,
+fc width->10. --width scales the fully connected layer, which holds 99.8 % of the
+parameters at width 2048: one tensor, so DDP has nothing to overlap with backward (its
+gradient is ready only at the end of backward).
+
+--model mlp: --depth blocks h = relu(Linear(width, width)(LayerNorm(h))) on width-wide
+synthetic vectors, then a head Linear(width, 10). The gradients are spread over depth equal
+tensors (width*width + width each, plus the norms' 2*width); with --bucket-mb 4 (the default
+for mlp; at width 1024 a layer is 4.0 MiB) DDP makes one bucket per layer (8 at depth 8,
+plus the first norm's 8 KiB), and each bucket's allreduce starts while backward still runs
+through the layers below it.
+Width 1024, depth 8: 8.42 M parameters, 32.1 MiB of gradients, the same volume as cnn at
+width 2048.
+
+--losses FILE writes rank 0's per-step losses; --compare-losses FILE checks them, step by
+step, against another run's file (equal within 1e-4 relative, e.g. nezha against gloo) and
+exits with status 1 if they differ.
 """
 import argparse
 import json
@@ -37,13 +54,68 @@ class Net(nn.Module):
         return self.f2(F.relu(self.f1(x.flatten(1))))
 
 
-def batches(rank, batch, seed=0):
-    """Synthetic, learnable data: the label is a function of the image, different per rank."""
+class DeepMLP(nn.Module):
+    """depth blocks h = relu(fc_i(layernorm_i(h))), fc_i: width -> width, then a head
+    width -> 10: the parameters sit in depth equal tensors (plus biases, the norms' 2 x width
+    and a small head), registered in forward order so that backward produces the gradients
+    in the reverse of the parameters' order (DDP's buckets: one layer each, and the first
+    norm's 2 x width alone at the end). The norms keep SGD with momentum 0.9 at lr 0.05
+    stable."""
+
+    def __init__(self, width=1024, depth=8):
+        super().__init__()
+        self.blocks = nn.ModuleList(nn.Sequential(nn.LayerNorm(width), nn.Linear(width, width))
+                                    for _ in range(depth))
+        self.head = nn.Linear(width, 10)
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = F.relu(block(x))
+        return self.head(x)
+
+
+def batches(rank, batch, seed=0, shape=(3, 32, 32)):
+    """Synthetic, learnable data: the label is a function of the input, different per rank."""
     g = torch.Generator().manual_seed(seed * 1000 + rank)
-    w = torch.randn(3 * 32 * 32, 10, generator=torch.Generator().manual_seed(seed))
+    n = 1
+    for d in shape:
+        n *= d
+    w = torch.randn(n, 10, generator=torch.Generator().manual_seed(seed))
     while True:
-        x = torch.randn(batch, 3, 32, 32, generator=g)
+        x = torch.randn(batch, *shape, generator=g)
         yield x, (x.flatten(1) @ w).argmax(1)
+
+
+def ddp_buckets(model, cap_mb):
+    """How many buckets DDP makes given bucket_cap_mb (an explicit cap also caps the first
+    bucket): gradients in the order backward produces them (for these models the reverse
+    of the parameters'), a bucket closed once it holds cap_mb MiB or more."""
+    n, size = 0, 0
+    for p in reversed(list(model.parameters())):
+        size += p.numel() * p.element_size()
+        if size >= cap_mb * 2**20:
+            n, size = n + 1, 0
+    return n + (size > 0)
+
+
+def compare_losses(mine, path, rel=1e-4):
+    """Check per-step losses against another run's --losses file; (ok, message)."""
+    with open(path) as f:
+        other = json.load(f)
+    if len(other) != len(mine):
+        return False, f"{path} has {len(other)} steps, this run {len(mine)}"
+    worst, at = 0.0, None
+    for i, (a, b) in enumerate(zip(mine, other)):
+        d = abs(a - b) / max(abs(b), 1e-12)
+        if d != d:  # NaN
+            return False, f"step {i}: loss {a!r} against {b!r} in {path}"
+        if d > worst:
+            worst, at = d, i
+    if worst > rel:
+        return False, (f"losses differ from {path}: step {at}: {mine[at]!r} against "
+                       f"{other[at]!r} (relative {worst:.3g} > {rel:g})")
+    return True, f"losses equal to {path}'s within {rel:g} relative ({len(mine)} steps, " \
+                 f"largest relative difference {worst:.3g})"
 
 
 def main():
@@ -52,24 +124,38 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--batch", type=int, default=32, help="samples per rank per step")
-    ap.add_argument("--width", type=int, default=512)
-    ap.add_argument("--bucket-mb", type=float, default=25.0)
+    ap.add_argument("--model", default="cnn", choices=["cnn", "mlp"])
+    ap.add_argument("--width", type=int, default=None, help="cnn: 512, mlp: 1024")
+    ap.add_argument("--depth", type=int, default=8, help="mlp: number of width x width layers")
+    ap.add_argument("--bucket-mb", type=float, default=None,
+                    help="DDP's bucket_cap_mb (cnn: 25, DDP's default; mlp: 4, one layer each "
+                         "at width 1024)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--losses", help="write rank 0's per-step losses (JSON) to this file")
+    ap.add_argument("--compare-losses", metavar="FILE",
+                    help="check rank 0's per-step losses against this --losses file (1e-4)")
     args = ap.parse_args()
+    if args.width is None:
+        args.width = 512 if args.model == "cnn" else 1024
+    if args.bucket_mb is None:
+        args.bucket_mb = 25.0 if args.model == "cnn" else 4.0
 
     if args.backend == "nezha":
         import nezha.torch  # noqa: F401  registers the backend
     dist.init_process_group("gloo" if args.backend.startswith("gloo") else "nezha")
     rank, size = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(args.seed)
-    model = Net(args.width)
+    if args.model == "cnn":
+        model, shape, desc = Net(args.width), (3, 32, 32), f"Net(width={args.width})"
+    else:
+        model, shape = DeepMLP(args.width, args.depth), (args.width,)
+        desc = f"DeepMLP(width={args.width}, depth={args.depth})"
     ddp = DDP(model, bucket_cap_mb=args.bucket_mb)
     if args.backend == "gloo+hook":
         import nezha.torch
         ddp.register_comm_hook(None, nezha.torch.allreduce_hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
-    data = batches(rank, args.batch, args.seed)
+    data = batches(rank, args.batch, args.seed, shape)
     nparams = sum(p.numel() for p in model.parameters())
 
     def step(sync=True):
@@ -104,12 +190,14 @@ def main():
     for _ in range(5):
         dist.all_reduce(grads)
     t_ar = (time.perf_counter() - t0) / 5
+    nbuckets = ddp_buckets(model, args.bucket_mb)
+    status = 0
     if rank == 0:
         sps = args.batch * size / t_step
         exposed = max(0.0, t_step - t_comp)
-        print(f"backend {args.backend}  ranks {size}  model Net(width={args.width}) "
-              f"{nparams / 1e6:.2f} M params ({nparams * 4 / 2**20:.1f} MiB of gradients)  "
-              f"batch {args.batch}/rank")
+        print(f"backend {args.backend}  ranks {size}  model {desc} "
+              f"{nparams / 1e6:.2f} M params ({nparams * 4 / 2**20:.1f} MiB of gradients, "
+              f"{nbuckets} buckets of <= {args.bucket_mb:g} MiB)  batch {args.batch}/rank")
         print(f"samples/s {sps:.1f}  step {t_step * 1e3:.1f} ms = compute {t_comp * 1e3:.1f} ms "
               f"({100 * min(t_comp, t_step) / t_step:.0f} %) + exposed communication "
               f"{exposed * 1e3:.1f} ms ({100 * exposed / t_step:.0f} %)  "
@@ -118,7 +206,12 @@ def main():
         if args.losses:
             with open(args.losses, "w") as f:
                 json.dump(losses, f)
+        if args.compare_losses:
+            ok, msg = compare_losses(losses, args.compare_losses)
+            print(msg)
+            status = 0 if ok else 1
     dist.destroy_process_group()
+    raise SystemExit(status)
 
 
 if __name__ == "__main__":
