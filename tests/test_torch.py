@@ -173,6 +173,29 @@ def test_env_from_mpi(monkeypatch):
     assert os.environ["RANK"] == "0"
 
 
+def test_train_ddp_mlp_same_losses_as_gloo(tmp_path):
+    """examples/train_ddp.py --model mlp (many gradient tensors, one DDP bucket each), tiny:
+    over Gloo, then over nezha with --compare-losses on Gloo's per-step losses (1e-4)."""
+    out = []
+    for backend in ("gloo", "nezha"):
+        env = dict(os.environ, PYTHONPATH=ROOT, NEZHA_SOCKET_IFNAME="lo",
+                   NEZHA_JOB_SECRET="00" * 16, OMP_NUM_THREADS="1",
+                   TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+               "--master-addr", "127.0.0.1", "--master-port", str(_free_port()),
+               os.path.join(ROOT, "examples", "train_ddp.py"), "--backend", backend,
+               "--model", "mlp", "--width", "32", "--depth", "5", "--bucket-mb", "0.004",
+               "--steps", "8", "--warmup", "2", "--batch", "4",
+               "--losses", str(tmp_path / f"{backend}.json")]
+        if backend == "nezha":
+            cmd += ["--compare-losses", str(tmp_path / "gloo.json")]
+        p = subprocess.run(cmd, env=env, text=True, capture_output=True, timeout=120)
+        assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+        out.append(p.stdout)
+    assert "DeepMLP(width=32, depth=5)" in out[0] and "6 buckets" in out[0], out[0]
+    assert "losses equal to" in out[1], out[1]
+
+
 # ---- point to point: batch_isend_irecv, tags, a 3-rank subgroup -------------------------
 # The ranks run _p2p_rank below (this file as a script), each check recorded as "ok" or
 # the error; tensors are compared exactly with what the sender sent.
@@ -322,10 +345,165 @@ def test_p2p_batch_tags_subgroup(n, name):
         assert res["result"][name] == "ok", f"rank {r}/{n}: {res['result'][name]}"
 
 
+# ---- recv from any source (dist.recv(t) / dist.irecv(t) without src) ----------------------
+# The ranks run _anysrc_rank below. Each message's values name its sender, its receiver and
+# its index k among that sender's messages, so a tensor is checked exactly against what the
+# rank that the recv names as source sent, and the k's show the order per sender.
+
+def _anysrc_rank(rank, n):
+    import time
+    import traceback
+    from nezha.torch import ProcessGroupNezha
+    res = {}
+
+    def check(name, fn):
+        try:
+            fn()
+            res[name] = "ok"
+        except Exception as exc:  # recorded, reported by the test
+            res[name] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"
+        dist.barrier()
+
+    def val(src, dst, k, count=100):
+        return torch.arange(count, dtype=torch.float32) + 1000.0 * src + 100.0 * dst + k
+
+    def each_receiver_in_turn():  # torch's test_send_recv_any_source, checked exactly
+        per = 3
+        for dst in range(n):
+            if dst != rank:
+                for k in range(per):
+                    dist.send(val(rank, dst, k), dst)
+                continue
+            got = {}
+            for i in range(per * (n - 1)):
+                out = torch.full((100,), -1.0)
+                if i % 2:
+                    w = dist.irecv(out)
+                    w.wait()
+                    src = w._source_rank()
+                else:
+                    src = dist.recv(out)
+                k = len(got.setdefault(src, []))
+                assert src != rank and 0 <= src < n, src
+                assert torch.equal(out, val(src, rank, k)), (src, k, out[:3])
+                got[src].append(k)
+            assert sorted(got) == [p for p in range(n) if p != rank], got
+            assert all(len(v) == per for v in got.values()), got
+
+    def many_senders_at_once():  # every other rank sends to rank 0 at the same time
+        per, big = 4, 1 << 18  # 1 MiB messages: more than a socket buffer holds
+        if rank:
+            ws = [dist.isend(val(rank, 0, k, big), 0) for k in range(per)]
+            for w in ws:
+                w.wait()
+            return
+        nxt = {p: 0 for p in range(1, n)}
+        for _ in range(per * (n - 1)):
+            out = torch.empty(big)
+            src = dist.recv(out)
+            assert torch.equal(out, val(src, 0, nxt[src], big)), (src, nxt[src], out[:3])
+            nxt[src] += 1  # each sender's messages arrive in its order
+        assert nxt == {p: per for p in range(1, n)}, nxt
+
+    def tags():  # the tag decides: a rank whose next message has another tag is passed over
+        if n < 3:
+            if rank == 1:
+                dist.send(val(1, 0, 0), 0, tag=3)
+                dist.send(val(1, 0, 1), 0, tag=7)
+            elif rank == 0:
+                for k, t in enumerate((3, 7)):
+                    out = torch.empty(100)
+                    assert dist.recv(out, tag=t) == 1
+                    assert torch.equal(out, val(1, 0, k)), t
+            return
+        if rank == 1:
+            dist.send(val(1, 0, 0), 0, tag=7)
+        elif rank == 2:
+            time.sleep(0.5)  # rank 1's message (tag 7) is there well before this one
+            dist.send(val(2, 0, 0), 0, tag=3)
+        elif rank == 0:
+            time.sleep(0.2)
+            out3, out7 = torch.empty(100), torch.empty(100)
+            assert dist.recv(out3, tag=3) == 2
+            assert torch.equal(out3, val(2, 0, 0))
+            assert dist.recv(out7, tag=7) == 1
+            assert torch.equal(out7, val(1, 0, 0))
+
+    def named_and_any():  # a named recv keeps its message; the any-source ones get the rest
+        if rank == 1:
+            for k in range(2):
+                dist.send(val(1, 0, k), 0)
+        elif rank == 2:
+            dist.send(val(2, 0, 0), 0)
+        elif rank == 0:
+            first = torch.empty(100)
+            dist.recv(first, 1)
+            assert torch.equal(first, val(1, 0, 0))
+            seen = {}
+            for _ in range(1 if n == 2 else 2):
+                out = torch.empty(100)
+                src = dist.recv(out)
+                k = 1 if src == 1 else 0
+                assert torch.equal(out, val(src, 0, k)), (src, out[:3])
+                seen[src] = k
+            assert seen == ({1: 1} if n == 2 else {1: 1, 2: 0}), seen
+
+    def irecv_any_then_isend():  # every rank: irecv from any source, then isend to the next
+        nxt, prv = (rank + 1) % n, (rank - 1) % n
+        out = torch.full((1 << 18,), -1.0)
+        ws = [dist.irecv(out), dist.isend(val(rank, nxt, 0, 1 << 18), nxt)]
+        for w in ws:
+            w.wait()
+        assert ws[0]._source_rank() == prv
+        assert torch.equal(out, val(prv, rank, 0, 1 << 18))
+
+    def timeout_error():  # nobody sends tag 99: a clear error after the group's timeout
+        if n >= 3 and rank == 0:
+            _no_sender()
+        x = torch.tensor([1.0])  # the group still works
+        dist.all_reduce(x)
+        assert x.item() == n
+
+    def _no_sender():
+        pg = dist.distributed_c10d._get_default_group()
+        pg = pg if isinstance(pg, ProcessGroupNezha) else pg._get_backend(torch.device("cpu"))
+        old = pg.comm.timeout
+        pg.comm.timeout = 1.0
+        try:
+            t0 = time.monotonic()
+            dist.recv(torch.empty(4), tag=99)
+        except Exception as exc:
+            assert "any source" in str(exc) and "tag 99" in str(exc), str(exc)
+            assert time.monotonic() - t0 < 10
+        else:
+            raise AssertionError("recv from any source of a tag nobody sends returned")
+        finally:
+            pg.comm.timeout = old
+
+    check("each_receiver_in_turn", each_receiver_in_turn)
+    check("many_senders_at_once", many_senders_at_once)
+    check("tags", tags)
+    check("named_and_any", named_and_any)
+    check("irecv_any_then_isend", irecv_any_then_isend)
+    check("timeout_error", timeout_error)
+    return res
+
+
+ANYSRC_CHECKS = ["each_receiver_in_turn", "many_senders_at_once", "tags", "named_and_any",
+                 "irecv_any_then_isend", "timeout_error"]
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+@pytest.mark.parametrize("name", ANYSRC_CHECKS)
+def test_recv_any_source(n, name):
+    for r, res in enumerate(run(n, "anysrc", timeout=90, worker=os.path.abspath(__file__))):
+        assert res["result"][name] == "ok", f"rank {r}/{n}: {res['result'][name]}"
+
+
 if __name__ == "__main__":  # one rank of a scenario above (run() starts it)
     from datetime import timedelta as _td
     import nezha.torch  # noqa: F401
     dist.init_process_group("nezha", timeout=_td(seconds=40))
-    _out = {"p2p": _p2p_rank}[sys.argv[1]](dist.get_rank(), dist.get_world_size())
+    _out = {"p2p": _p2p_rank, "anysrc": _anysrc_rank}[sys.argv[1]](dist.get_rank(), dist.get_world_size())
     print("RESULT " + json.dumps({"result": _out}), flush=True)
     dist.destroy_process_group()

@@ -5,6 +5,7 @@ collective and returns a NezhaWork that the group's completion thread finishes. 
 used in place where contiguous (numpy views; bfloat16 through DLPack as nezha's BFLOAT16);
 a non-contiguous tensor goes through a contiguous copy written back at completion.
 """
+import collections
 import contextlib
 import os
 import threading
@@ -15,6 +16,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from nezha.errors import NezhaTimeout
 from nezha.types import ReduceOp
 from nezha.torch.tensors import Staged, as_buffer, check_device, nezha_op, one
 from nezha.torch.work import Completer, NezhaWork, done_work
@@ -66,6 +68,18 @@ class ProcessGroupNezha(dist.ProcessGroup):
         self._p2p_delay = float(os.environ.get("NEZHA_TORCH_P2P_DELAY", "0.05"))
         self._p2p_hold = 0          # > 0 inside batch_isend_irecv: the batch is queued whole
         self._p2p_stop = False
+        # recv from any source (groups of 3 ranks and more; with 2 ranks the source is the
+        # other rank): every send publishes "<src>><dst>/<n>" = its tag in the group's store
+        # when it is queued (n counts the messages src queued for dst); a recv from any
+        # source takes the first rank whose next unreceived message to this rank carries
+        # its tag (_resolve_any). Keys of received messages are deleted by the flusher.
+        self._any_store = dist.PrefixStore("nezha-p2p/", store) \
+            if store is not None and size > 2 else None
+        self._sent = collections.Counter()  # peer -> messages queued for it (store index)
+        self._rcvd = collections.Counter()  # peer -> recvs queued from it
+        self._gc = collections.deque()      # store keys of messages received
+        self._flushing = False              # a flush waits (lock released) for a sender
+        self._any_poll = float(os.environ.get("NEZHA_TORCH_ANY_POLL", "0.02"))
         threading.Thread(target=self._p2p_flusher, name=f"nezha-torch-p2p-{group_name or 'pg'}",
                          daemon=True).start()
 
@@ -449,9 +463,11 @@ class ProcessGroupNezha(dist.ProcessGroup):
             raise ValueError(f"nezha: {what}={peer} is this rank; send/recv need another rank")
 
     def _post_p2p(self, kind, t, peer, tag):
-        self._check_peer(peer, "dst" if kind == "send" else "src")
+        if peer is not None:  # None: a recv from any source
+            self._check_peer(peer, "dst" if kind == "send" else "src")
         s = Staged(t, read=(kind == "send"))
         work = NezhaWork([t], kind)
+        work._src = peer
         work._before = self._flush_p2p
         with self._p2p_cv:
             self._p2p.append((kind, peer, int(tag), s, work))
@@ -496,19 +512,111 @@ class ProcessGroupNezha(dist.ProcessGroup):
         rank; with one peer, sends and recvs each in (tag, posted) order, and where a batch
         goes both ways the lower rank sends first while the higher receives first. So a
         batch in which two ranks each receive before they send (batch_isend_irecv's
-        examples) runs without waiting for buffer space."""
+        examples) runs without waiting for buffer space. Sends are published in the store
+        (groups of 3+) before any recv from any source of the batch waits for a sender, so
+        two ranks that each receive from any source and then send do not wait for each
+        other."""
+        while self._flushing:  # another thread's flush waits for an any-source sender
+            self._p2p_cv.wait()
         ops, self._p2p = self._p2p, []
         if not ops:
             return
-        me = self.rank()
+        self._flushing = True
+        try:
+            try:
+                self._publish_sends(ops)
+            except Exception as exc:  # the store failed: nothing of this batch can match
+                for op in ops:
+                    op[4]._complete(exc)
+                return
+            ops = self._resolve_any(ops)
+            self._queue_ops(ops)
+        finally:
+            self._flushing = False
+            self._p2p_cv.notify_all()
+
+    @staticmethod
+    def _per_peer(ops):
+        """{peer: ([sends], [recvs])}, each in (tag, posted) order (the queue's order)."""
         peers = {}
         for op in ops:
             peers.setdefault(op[1], ([], []))[0 if op[0] == "send" else 1].append(op)
-        c = self.comm
-        for peer in sorted(peers):
-            sends, recvs = peers[peer]
+        for sends, recvs in peers.values():
             sends.sort(key=lambda o: o[2])
             recvs.sort(key=lambda o: o[2])
+        return peers
+
+    def _publish_sends(self, ops):
+        """Groups of 3+ ranks: "<me>><peer>/<n>" = tag for every send, in queue order."""
+        if self._any_store is None:
+            return
+        me, keys, vals = self.rank(), [], []
+        for peer, (sends, _) in sorted(self._per_peer(
+                [o for o in ops if o[0] == "send"]).items()):
+            for op in sends:
+                keys.append(f"{me}>{peer}/{self._sent[peer]}")
+                vals.append(str(op[2]))
+                self._sent[peer] += 1
+        if keys:
+            self._any_store.multi_set(keys, vals)
+
+    def _resolve_any(self, ops):
+        """Give every recv from any source of this batch its sender: the first rank (lowest
+        first among those already there) whose next message to this rank not taken by an
+        earlier recv carries the recv's tag, as published in the store. Waits (the lock
+        released, polling) at most the group's timeout, then fails that Work."""
+        anys = sorted((op[2], i) for i, op in enumerate(ops) if op[1] is None)
+        if not anys:
+            return ops
+        ops = list(ops)
+        me, n = self.rank(), self.size()
+        for tag, i in anys:
+            kind, _, _, s, work = ops[i]
+            before = collections.Counter(  # recvs queued ahead of this one in the batch
+                o[1] for j, o in enumerate(ops)
+                if o is not None and o[0] == "recv" and o[1] is not None
+                and (o[2], j) < (tag, i))
+            peer, seen = None, {}
+            deadline = time.monotonic() + self.comm.timeout
+            poll = 0.0005
+            try:
+                while peer is None:
+                    for p in range(n):
+                        if p == me:
+                            continue
+                        key = f"{p}>{me}/{self._rcvd[p] + before[p]}"
+                        if self._any_store.check([key]):
+                            seen[p] = int(self._any_store.get(key))
+                            if seen[p] == tag:
+                                peer = p
+                                break
+                        else:
+                            seen[p] = None
+                    if peer is not None:
+                        break
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        nxt = ", ".join(f"rank {p}: " + ("none yet" if t is None else f"tag {t}")
+                                        for p, t in sorted(seen.items()))
+                        raise NezhaTimeout(
+                            f"nezha: recv from any source with tag {tag}: no rank's next "
+                            f"message to rank {me} carried tag {tag} within "
+                            f"{self.comm.timeout:g} s (next message from {nxt}). Messages "
+                            "from one rank are received in the order it sent them")
+                    self._p2p_cv.wait(min(poll, left))  # lets others post meanwhile
+                    poll = min(poll * 2, self._any_poll)
+            except Exception as exc:  # the timeout, or the store failed
+                work._complete(exc)
+                ops[i] = None
+                continue
+            work._src = peer
+            ops[i] = (kind, peer, tag, s, work)
+        return [o for o in ops if o is not None]
+
+    def _queue_ops(self, ops):
+        me = self.rank()
+        c = self.comm
+        for peer, (sends, recvs) in sorted(self._per_peer(ops).items()):
             for group in ((sends, recvs) if me < peer else (recvs, sends)):
                 for kind, _, tag, s, work in group:
                     try:
@@ -519,15 +627,21 @@ class ProcessGroupNezha(dist.ProcessGroup):
                         else:
                             got = np.empty(1, dtype=np.int64)
                             reqs = [c.irecv(got, peer), c.irecv(s.buf, peer)]
-                            fin = self._recv_check(got, tag, peer, s)
+                            key = None
+                            if self._any_store is not None:
+                                key = f"{peer}>{me}/{self._rcvd[peer]}"
+                                self._rcvd[peer] += 1
+                            fin = self._recv_check(got, tag, peer, s, key, self._gc)
                     except Exception as exc:  # the communicator is closed or broken
                         work._complete(exc)
                         continue
                     self._completer.track(work, reqs, fin)
 
     @staticmethod
-    def _recv_check(got, tag, peer, staged):
+    def _recv_check(got, tag, peer, staged, key=None, gc=None):
         def finish():
+            if key is not None:  # the message is here: its store key can go
+                gc.append(key)
             if int(got[0]) != tag:
                 raise ValueError(
                     f"nezha: recv from rank {peer} with tag {tag}: the message that arrived "
@@ -539,11 +653,23 @@ class ProcessGroupNezha(dist.ProcessGroup):
         return finish
 
     def _p2p_flusher(self):
-        """Queue pending p2p ops once none was posted for the delay (nobody waited)."""
+        """Queue pending p2p ops once none was posted for the delay (nobody waited); delete
+        the store keys of received messages."""
         with self._p2p_cv:
             while not self._p2p_stop:
-                if not self._p2p or self._p2p_hold:
-                    self._p2p_cv.wait(None if not self._p2p else self._p2p_delay)
+                if self._gc and not self._flushing:
+                    self._lock.release()  # store round trips without the lock
+                    try:
+                        while self._gc:
+                            self._any_store.delete_key(self._gc.popleft())
+                    except Exception:  # the store is gone: the group is closing
+                        self._gc.clear()
+                    finally:
+                        self._lock.acquire()
+                    continue
+                if not self._p2p or self._p2p_hold or self._flushing:
+                    self._p2p_cv.wait(None if not self._p2p and not self._gc
+                                      else self._p2p_delay)
                     continue
                 left = self._p2p_last + self._p2p_delay - time.monotonic()
                 if left > 0:
@@ -555,9 +681,21 @@ class ProcessGroupNezha(dist.ProcessGroup):
                     pass
 
     def recv_anysource(self, tensors, tag=0):
-        """Not supported: nezha receives from a named rank."""
-        raise ValueError("nezha: recv from any source is not supported; name the source rank "
-                         "(dist.recv(tensor, src=...))")
+        """From whichever rank sends this rank a message with this tag (the Work's
+        _source_rank() says which; dist.recv returns it). With 2 ranks that is the other
+        rank; with more, each send publishes (source, index, tag) in the group's store and
+        the recv takes the first rank whose next message to this rank has the tag (see
+        _resolve_any). Messages from each rank keep their order."""
+        t = one(tensors, "recv")
+        if self.size() < 2:
+            raise ValueError("nezha: recv from any source in a group of one rank: no rank "
+                             "can send")
+        if self.size() == 2:
+            return self._post_p2p("recv", t, 1 - self.rank(), tag)
+        if self._any_store is None:
+            raise ValueError("nezha: recv from any source needs the group's store (this "
+                             "group was made without one); name the source rank")
+        return self._post_p2p("recv", t, None, tag)
 
     # ---- lifetime --------------------------------------------------------------------
     def shutdown(self):

@@ -22,6 +22,7 @@ class NezhaWork(dist.Work):
         self._fut = torch.futures.Future()
         self._done = threading.Event()
         self._error = None
+        self._src = None     # recv: the sender's group rank (from any source: once known)
         self._before = None  # p2p: queue the pending ops before anyone looks (process_group)
 
     def _kick(self):
@@ -71,6 +72,18 @@ class NezhaWork(dist.Work):
         """The output tensors."""
         self.wait()
         return self._value if isinstance(self._value, list) else [self._value]
+
+    def _source_rank(self):
+        """The group rank a recv's message came from (what dist.recv(src=None) returns);
+        for a recv from any source it waits until the message is there."""
+        if self.name != "recv":
+            raise RuntimeError(f"nezha: _source_rank() of a {self.name} Work: only a recv "
+                               "has a source rank")
+        if getattr(self, "_src", None) is None:
+            self.wait()
+        return self._src
+
+    source_rank = _source_rank
 
     def synchronize(self):
         """Nothing to do on CPU."""
