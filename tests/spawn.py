@@ -16,19 +16,22 @@ def free_port():
         return s.getsockname()[1]
 
 
-def spawn(n, scenario, env=None, rank_env=None, timeout=60):
-    """Run tests/workers/scenarios.py SCENARIO as n ranks; [(returncode, result dict, output)]."""
+def spawn(n, scenario, env=None, rank_env=None, timeout=60, worker=WORKER, unset=()):
+    """Run tests/workers/scenarios.py SCENARIO (or another worker script, scenario None: no
+    argument) as n ranks; [(returncode, result dict of its last RESULT line, output)].
+    unset: variables of this environment the ranks must not inherit."""
     port = free_port()
+    cmd = [sys.executable, worker] + ([scenario] if scenario is not None else [])
     procs = []
     for r in range(n):
         e = dict(os.environ, PYTHONPATH=ROOT, RANK=str(r), WORLD_SIZE=str(n),
                  MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), NEZHA_SOCKET_IFNAME="lo",
                  NEZHA_JOB_SECRET="00" * 16)
-        for k in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"):
+        for k in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", *unset):
             e.pop(k, None)
         e.update(env or {})
         e.update((rank_env or {}).get(r, {}))
-        procs.append(subprocess.Popen([sys.executable, WORKER, scenario], env=e, text=True,
+        procs.append(subprocess.Popen(cmd, env=e, text=True,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
     results = []
     try:

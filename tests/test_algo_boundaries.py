@@ -3,8 +3,6 @@ ranks over shm and tcp, striped over several channels; and every rank picks the 
 algorithm with NEZHA_ALGO=auto (tests/workers/algo_worker.py runs one rank)."""
 import json
 import os
-import subprocess
-import sys
 import time
 
 import pytest
@@ -13,7 +11,7 @@ from nezha.config import Config
 from nezha.costmodel import bucket_of
 from nezha.planner import (ALGO_CHAIN, ALGO_HIER, ALGO_RAB, ALGO_RD, ALGO_RING, ALGO_TREE,
                            Planner, layout_planner)
-from tests.spawn import free_port
+from tests.spawn import spawn
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKER = os.path.join(ROOT, "tests", "workers", "algo_worker.py")
@@ -54,29 +52,13 @@ def _counts(n):
 
 
 def _run(n, extra, counts, picks, timeout=120):
-    port = free_port()
-    procs = []
-    for r in range(n):
-        e = dict(os.environ, PYTHONPATH=ROOT, RANK=str(r), WORLD_SIZE=str(n),
-                 MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), NEZHA_SOCKET_IFNAME="lo",
-                 NEZHA_JOB_SECRET="00" * 16, NEZHA_TIMEOUT="60", NEZHA_PROBE="off",
-                 ALGO_TEST_COUNTS=json.dumps(counts), ALGO_TEST_PICK=json.dumps(picks), **extra)
-        for k in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "NEZHA_ALGO"):
-            e.pop(k, None)
-        procs.append(subprocess.Popen([sys.executable, WORKER], env=e, text=True,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+    env = dict(NEZHA_TIMEOUT="60", NEZHA_PROBE="off", ALGO_TEST_COUNTS=json.dumps(counts),
+               ALGO_TEST_PICK=json.dumps(picks), **extra)
     results = []
-    try:
-        for p in procs:
-            out, _ = p.communicate(timeout=timeout)
-            res = [json.loads(x[7:]) for x in out.splitlines() if x.startswith("RESULT ")]
-            assert p.returncode == 0 and res, out[-3000:]
-            results.append(res[0])
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+    for code, res, out in spawn(n, None, env=env, timeout=timeout, worker=WORKER,
+                                unset=("NEZHA_ALGO",)):
+        assert code == 0 and res, out[-3000:]
+        results.append(res)
     return results
 
 
