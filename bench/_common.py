@@ -400,3 +400,27 @@ def run_benchmark(test, collective, args, prepare, cols, measure=None, min_bytes
             stats=stats, results=results))
     be.close()
     return results
+
+
+# ---------------------------------------------------------------- lab drivers
+
+def add_lab_args(p, ina_help, json_name):
+    """The lab drivers' (failover.py, soak.py) shared flags: rate, ranks per host, INA, JSON."""
+    p.add_argument("--rate", default="400mbit")
+    p.add_argument("--ranks-per-host", type=int, default=1,
+                   help="ranks in each of the 4 hosts (shared memory between them)")
+    p.add_argument("--ina", action="store_true", help=ina_help)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    p.add_argument("--json", default=os.path.join(root, "bench", "out", json_name))
+
+
+def lab_from_args(args, name, up=True):
+    """The lab of a driver's arguments (add_lab_args): 4 hosts, 2 rails at --rate,
+    --ranks-per-host, an INA service on rail 1 with --ina; brought up (replacing a lab of
+    the same name) unless up is False."""
+    from nezha.lab import Lab, LabSpec
+    lab = Lab(LabSpec(hosts=4, rails=2, rates=args.rate, name=name,
+                      ranks_per_host=args.ranks_per_host, ina=(1,) if args.ina else ()))
+    if up:
+        lab.up(replace=True)
+    return lab

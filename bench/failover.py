@@ -131,6 +131,7 @@ def analyse(res, failures, size, rate_bps, ranks):
 
 def main():
     """Driver."""
+    from _common import add_lab_args, lab_from_args  # bench/ (run as a script)
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--size", type=int, help=argparse.SUPPRESS)
@@ -141,23 +142,16 @@ def main():
     p.add_argument("--failures", type=int, default=10)
     p.add_argument("--down-s", type=float, default=1.0, help="how long each cut lasts")
     p.add_argument("--gap-s", type=float, default=2.5, help="time after a heal before the next")
-    p.add_argument("--rate", default="400mbit")
-    p.add_argument("--ranks-per-host", type=int, default=1,
-                   help="ranks in each of the 4 hosts (shared memory between them)")
-    p.add_argument("--ina", action="store_true",
-                   help="rail0 TCP + an INA service on rail1 (NEZHA_RAILS=tcp,shm,ina); every "
-                   "cut hits rail1, so the INA part of each collective fails over to TCP")
     p.add_argument("--log", help="write every run's worker output to LOG-SIZE-MODE.txt "
                    "(with NEZHA_DEBUG=INFO: what each rank re-ran, and when)")
-    p.add_argument("--json", default=os.path.join(ROOT, "bench", "out", "failover.json"))
+    add_lab_args(p, "rail0 TCP + an INA service on rail1 (NEZHA_RAILS=tcp,shm,ina); every "
+                 "cut hits rail1, so the INA part of each collective fails over to TCP",
+                 "failover.json")
     args = p.parse_args()
     if args.worker:
         return worker(args)
 
-    from nezha.lab import Lab, LabSpec
-    lab = Lab(LabSpec(hosts=4, rails=2, rates=args.rate, name="nzfo",
-                      ranks_per_host=args.ranks_per_host, ina=(1,) if args.ina else ()))
-    lab.up(replace=True)
+    lab = lab_from_args(args, "nzfo")
     results = []
     env = dict(os.environ, PYTHONPATH=ROOT, NEZHA_SOCKET_IFNAME="rail0,rail1",
                NEZHA_READMIT="0.3")

@@ -424,6 +424,7 @@ def table(s):
 
 def main():
     """Driver."""
+    from _common import add_lab_args, lab_from_args  # bench/ (run as a script)
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--stop", help=argparse.SUPPRESS)
@@ -434,21 +435,13 @@ def main():
     p.add_argument("--max-mib", type=float, default=4.0, help="largest buffer per rank")
     p.add_argument("--hang-s", type=float, default=90.0,
                    help="a collective taking longer is a hang (watchdog)")
-    p.add_argument("--rate", default="400mbit")
-    p.add_argument("--ranks-per-host", type=int, default=1,
-                   help="ranks in each of the 4 hosts (shared memory between them)")
-    p.add_argument("--ina", action="store_true",
-                   help="rail0 TCP + an INA service on rail1 (NEZHA_RAILS=tcp,shm,ina); cuts, "
-                   "flaps and the slowdown hit rail1 only")
-    p.add_argument("--json", default=os.path.join(ROOT, "bench", "out", "soak.json"))
+    add_lab_args(p, "rail0 TCP + an INA service on rail1 (NEZHA_RAILS=tcp,shm,ina); cuts, "
+                 "flaps and the slowdown hit rail1 only", "soak.json")
     args = p.parse_args()
     if args.worker:
         return worker(args)
 
-    from nezha.lab import Lab, LabSpec
-    lab = Lab(LabSpec(hosts=4, rails=2, rates=args.rate, name="nzsoak",
-                      ranks_per_host=args.ranks_per_host, ina=(1,) if args.ina else ()))
-    lab.up(replace=True)
+    lab = lab_from_args(args, "nzsoak")
     try:
         s = soak(lab, args.minutes, args.seed, int(args.max_mib * (1 << 20)), args.hang_s,
                  args.ina)

@@ -137,6 +137,19 @@ def test_ranks_per_host_sizes_and_inter_host_floor():
         1.5 * (1 << 20) / (goodput * 1.25) * 1e6)
     assert rph.floor_us(4, 1, [400e6]) is None
 
+def test_lab_driver_arguments_make_the_lab():
+    """bench/failover.py and bench/soak.py share add_lab_args / lab_from_args (not brought up)."""
+    import argparse
+    p = argparse.ArgumentParser()
+    c.add_lab_args(p, "INA help", "x.json")
+    a = c.lab_from_args(p.parse_args([]), "nzfo", up=False).spec
+    assert (a.hosts, a.rails, a.name, a.ranks_per_host, list(a.ina)) == (4, 2, "nzfo", 1, [])
+    args = p.parse_args(["--rate", "100mbit", "--ranks-per-host", "2", "--ina"])
+    b = c.lab_from_args(args, "nzsoak", up=False).spec
+    assert (list(b.rates), b.ranks_per_host, list(b.ina)) == ([100e6, 100e6], 2, [1])
+    assert args.json == os.path.join(ROOT, "bench", "out", "x.json")
+
+
 def _mpirun():
     here = os.path.join(os.path.dirname(sys.executable), "mpirun")
     return here if os.path.exists(here) else shutil.which("mpirun")
