@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 NP     ?= 4
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: setup build demo test test-% test-pure bench bench-kernels debug clean lint info compare asan package-check
+.PHONY: setup build demo test test-matrix test-% test-pure bench bench-kernels debug clean lint info compare asan package-check
 
 setup:
 	@bash tools/setup.sh
@@ -22,6 +22,14 @@ demo: build
 
 test: build
 	$(PY) -m pytest -q -ra tests
+
+# The collective tests (tests/test_coll_world.py, run under mpirun by test_coll_mpi.py and in
+# the lab by test_coll_lab.py) on the full dtype x op x size (x algorithm x in place) products
+# instead of the covering arrays CI runs (every pair that matters, each at least once):
+# ~6x the cases, several times slower. Not in CI; run it after touching kernels, planner or algorithms.
+test-matrix: build
+	NEZHA_TEST_MATRIX=full $(PY) -m pytest -q -ra -p no:cacheprovider tests/test_coll_world.py \
+		tests/test_coll_mpi.py tests/test_coll_lab.py
 
 # make test-4: the collective tests under mpirun -np 4 (mpi4py style).
 test-%: build

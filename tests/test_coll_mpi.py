@@ -36,18 +36,26 @@ CONFIGS = [
 
 
 # Hierarchical collectives (test_coll_world.py test_hier_*, NEZHA_ALGO=auto and hier in each
-# run): 2 hosts x 2 ranks, 2 x 3, 3 x 2 striped over two channels with small segments, 3 x 2
-# with each host's ranks scattered over the rank order, and uneven hosts (1, 2, 3: flat).
+# run): 2 hosts x 2 ranks and uneven hosts (1, 2, 3: flat) run in test_world (CONFIGS above,
+# the whole file); here 2 x 3, 3 x 2 striped over two channels with small segments, 2 x 3 in
+# many chunks, and 3 x 2 with each host's ranks scattered over the rank order.
 HIER_CONFIGS = [
-    (4, {"NEZHA_TEST_HOSTS": "0,0,1,1"}),
     (6, {"NEZHA_TEST_HOSTS": "0,0,0,1,1,1"}),
     (6, {"NEZHA_TEST_HOSTS": "0,0,1,1,2,2", "NEZHA_SOCKET_NCONNS": "2",
          "NEZHA_MIN_RAIL_PIECE": "4k", "NEZHA_SEGMENT_SIZE": "8k"}),
     # many chunks per slice: chunk i+1 within the host while chunk i crosses hosts
     (6, {"NEZHA_TEST_HOSTS": "0,0,0,1,1,1", "NEZHA_HIER_CHUNK": "1k"}),
     (6, {"NEZHA_TEST_HOSTS": "0,1,2,2,1,0"}),
-    (6, {"NEZHA_TEST_HOSTS": "0,1,1,2,2,2"}),
 ]
+
+
+def test_hier_configs_not_already_in_test_world():
+    """A hierarchical layout run by test_world (whole file, test_hier_* included) is not run
+    again by test_hier_world; the two lists together keep every layout above."""
+    whole = [(n, e) for n, e, _ in CONFIGS]
+    assert not [c for c in HIER_CONFIGS if c in whole]
+    for layout in ("0,0,1,1", "0,1,1,2,2,2"):  # 2 x 2 even, 1 + 2 + 3 uneven: in test_world
+        assert any(e == {"NEZHA_TEST_HOSTS": layout} for _, e in whole), layout
 
 
 def _ids(configs):

@@ -23,6 +23,8 @@ except ImportError:  # bfloat16 buffers come from torch; without it those cases 
 SMALL = [0, 1, 2, 3, 7, 31, 97, 1009]
 LARGE = [4099, 65537, 262147]   # 262147 float32 = 4 segments of 256 KiB + a prime tail
 FULL = os.environ.get("NEZHA_TEST_FULL", "1") == "1"
+# NEZHA_TEST_MATRIX=full (make test-matrix): full products instead of the covering arrays below
+FULL_MATRIX = os.environ.get("NEZHA_TEST_MATRIX", "") == "full"
 
 
 # NEZHA_TEST_HOSTS=0,1,1,2 makes hosts on this machine (rank r is on host entry r): ranks
@@ -36,11 +38,32 @@ def _config(**kw):
     return kw
 
 
-@pytest.fixture(scope="module", params=["auto", "ring"])
-def comm(request):
-    c = nezha.Communicator(config=_config(ALGO=request.param))
-    yield c
-    c.close()
+class ByAlgo:
+    """comms(algo): the communicator with NEZHA_ALGO=algo, made on first use; the one made
+    before is closed then (the tests list their cases algorithm by algorithm, so each
+    algorithm gets one communicator, on every rank in the same order)."""
+
+    def __init__(self):
+        self.algo, self.comm = None, None
+
+    def __call__(self, algo):
+        if algo != self.algo:
+            self.close()
+            self.comm, self.algo = nezha.Communicator(config=_config(ALGO=algo)), algo
+        return self.comm
+
+    def close(self):
+        if self.comm is not None:
+            self.comm.close()
+        self.algo, self.comm = None, None
+
+
+@pytest.fixture(scope="module")
+def comms():
+    """Communicators for test_allreduce: NEZHA_ALGO auto and ring."""
+    by = ByAlgo()
+    yield by
+    by.close()
 
 
 @pytest.fixture(scope="module")
@@ -94,24 +117,138 @@ def unwrap(buf, dt):
     return buf
 
 
+# ---- the case matrices: covering arrays, not full products ----------------------------
+# The reduction kernels have their own full dtype x op x size matrix (test_reduce_kernels.py).
+# Here every collective still meets every dtype, every op of each dtype, every size and (for
+# allreduce) both algorithms and both buffer modes, but the factors are combined so that
+# each pair that matters occurs at least once instead of every combination: what a run over
+# all ranks' transports and algorithms can get wrong depends on the element size and the
+# count (how the bytes are cut into pieces), the op (the kernel called on each piece) and
+# the algorithm. test_case_matrices_cover_what_they_claim checks the coverage stated here.
+
+
 def cases(sizes):
+    """Every (dtype, op) pair once, the sizes rotating under them: every dtype meets every
+    size (each dtype has at least as many ops as there are sizes here) and every op meets
+    every size over the dtypes."""
+    assert len(sizes) <= 5
+    if FULL_MATRIX:
+        return full_cases(sizes)
+    return [(dt, op, sizes[(oi + di) % len(sizes)])
+            for di, dt in enumerate(oracle.ALL_DTYPES)
+            for oi, op in enumerate(oracle.ops_for(dt))]
+
+
+def full_cases(sizes):
+    """Every (dtype, op, size): the full product, for the few large-size dtypes below."""
     return [(dt, op, n) for dt in oracle.ALL_DTYPES for op in oracle.ops_for(dt) for n in sizes]
 
 
-def large_cases():
-    # every op on the large sizes for a few types; the kernels have their own full matrix
-    return [(dt, op, n) for dt in (DType.INT32, DType.FLOAT32, DType.FLOAT16, DType.BFLOAT16,
-                                   DType.UINT8, DType.FLOAT64)
-            for op in oracle.ops_for(dt) for n in LARGE]
+LARGE_DTYPES = (DType.INT32, DType.FLOAT32, DType.FLOAT16, DType.BFLOAT16, DType.UINT8,
+                DType.FLOAT64)
+
+
+def allreduce_cases():
+    """(algorithm, (dtype, op, n), inplace) rows, grouped by algorithm (ByAlgo).
+
+    Small sizes: every (algorithm, dtype, size) triple; under each (algorithm, dtype) the
+    ops rotate (8 sizes: every op of the dtype at least once per algorithm) and every op
+    meets every size; in place / out of place alternate so that every
+    (dtype, size) is run both ways (once per algorithm) and every (algorithm, dtype) and
+    (algorithm, size) both ways. Large sizes (NEZHA_TEST_FULL): for a few dtypes every op,
+    every (algorithm, size) per dtype, in place and out."""
+    algos = ("auto", "ring")
+    if FULL_MATRIX:
+        big = [c for c in full_cases(LARGE) if c[0] in LARGE_DTYPES] if FULL else []
+        return [(a, c, i) for a in algos for c in full_cases(SMALL) + big for i in (False, True)]
+    rows = []
+    for ai, algo in enumerate(algos):
+        for di, dt in enumerate(oracle.ALL_DTYPES):
+            ops = oracle.ops_for(dt)
+            for si, n in enumerate(SMALL):
+                rows.append((algo, (dt, ops[(si + di + 3 * ai) % len(ops)], n),
+                             (si + di + ai) % 2 == 1))
+        if not FULL:
+            continue
+        for di, dt in enumerate(LARGE_DTYPES):
+            ops = oracle.ops_for(dt)
+            for k in range(max(2 * len(LARGE), len(ops))):
+                if k % 2 == ai:
+                    li = (k // 2) % len(LARGE)
+                    rows.append((algo, (dt, ops[k % len(ops)], LARGE[li]), (li + di) % 2 == 1))
+    return rows
+
+
+def by_itemsize(sizes):
+    """(dtype, n) for data-moving collectives (no arithmetic): every (element size, n)
+    pair, the dtypes of one element size taking turns; every dtype gets two sizes at least
+    (the largest ones again where a group has more than half as many dtypes as sizes)."""
+    groups = {}
+    for dt in oracle.ALL_DTYPES:
+        groups.setdefault(np.dtype(oracle.numpy_dtype(dt)).itemsize, []).append(dt)
+    if FULL_MATRIX:
+        return [(dt, n) for dt in oracle.ALL_DTYPES for n in sizes]
+    out = []
+    for g in groups.values():
+        for i in range(max(len(sizes), 2 * len(g))):
+            n = sizes[i] if i < len(sizes) else sizes[2 * len(sizes) - 1 - i]
+            out.append((g[i % len(g)], n))
+    return out
 
 
 def ids(c):
     return f"{c[0].name.lower()}-{c[1].name}-{c[2]}"
 
 
-@pytest.mark.parametrize("case", cases(SMALL) + (large_cases() if FULL else []), ids=ids)
-@pytest.mark.parametrize("inplace", [False, True], ids=["out", "inplace"])
-def test_allreduce(comm, case, inplace):
+def test_case_matrices_cover_what_they_claim():
+    """The covering arrays above keep every pair (and the triples named) they promise."""
+    pairs = {(dt, op) for dt in oracle.ALL_DTYPES for op in oracle.ops_for(dt)}
+    ops = {op for _, op in pairs}
+    rows = allreduce_cases()
+    small = [(a, c, i) for a, c, i in rows if c[2] in SMALL]
+    for algo in ("auto", "ring"):
+        mine = [(c, i) for a, c, i in small if a == algo]
+        assert {(c[0], c[1]) for c, _ in mine} == pairs, algo
+        assert {(c[0], c[2]) for c, _ in mine} == {(d, n) for d in oracle.ALL_DTYPES
+                                                   for n in SMALL}, algo
+        for d in oracle.ALL_DTYPES:
+            assert {i for c, i in mine if c[0] == d} == {False, True}, (algo, d)
+        for n in SMALL:
+            assert {i for c, i in mine if c[2] == n} == {False, True}, (algo, n)
+    assert {(c[1], c[2]) for _, c, _ in small} == {(op, n) for op in ops for n in SMALL}
+    assert {(c[0], c[2], i) for _, c, i in small} == {(d, n, i) for d in oracle.ALL_DTYPES
+                                                      for n in SMALL for i in (False, True)}
+    if FULL:
+        large = [(a, c, i) for a, c, i in rows if c[2] in LARGE]
+        assert {(c[0], c[1]) for _, c, _ in large} == {p for p in pairs if p[0] in LARGE_DTYPES}
+        assert {(a, c[0], c[2]) for a, c, _ in large} == {
+            (a, d, n) for a in ("auto", "ring") for d in LARGE_DTYPES for n in LARGE}
+        assert {i for _, _, i in large} == {False, True}
+    assert [a for a, _, _ in rows] == sorted(a for a, _, _ in rows)  # one communicator each
+    for sizes in ([0, 1, 7, 97], [0, 1, 3]):
+        cs = cases(sizes)
+        assert {(c[0], c[1]) for c in cs} == pairs
+        assert {(c[0], c[2]) for c in cs} == {(d, n) for d in oracle.ALL_DTYPES for n in sizes}
+        assert {(c[1], c[2]) for c in cs} == {(op, n) for op in ops for n in sizes}
+    for sizes in (SMALL + LARGE, [0, 1, 5, 97, 4099, 65537]):
+        got = by_itemsize(sizes)
+        assert {d for d, _ in got} == set(oracle.ALL_DTYPES)
+        assert {(np.dtype(oracle.numpy_dtype(d)).itemsize, n) for d, n in got} == {
+            (k, n) for k in (1, 2, 4, 8) for n in sizes}
+        assert all(len({n for d2, n in got if d2 == d}) >= 2 for d in oracle.ALL_DTYPES)
+    hc = hier_cases()
+    assert {(c, n) for _, c, n in hc} == {(c, n) for c in HIER_CASES for n in HIER_SIZES}
+    for algo in ("auto", "hier"):
+        assert {c for a, c, _ in hc if a == algo} == set(HIER_CASES)
+        assert {n for a, _, n in hc if a == algo} == set(HIER_SIZES)
+    assert [a for a, _, _ in hc] == sorted(a for a, _, _ in hc)
+
+
+@pytest.mark.parametrize("algo,case,inplace", allreduce_cases(),
+                         ids=[f"{a}-{ids(c)}-{'inplace' if i else 'out'}"
+                              for a, c, i in allreduce_cases()])
+def test_allreduce(comms, algo, case, inplace):
+    comm = comms(algo)
     dt, op, n = case
     inputs = [oracle.values(dt, n, r, op) for r in range(comm.size)]
     expected = oracle.reduce(dt, op, inputs)
@@ -203,8 +340,8 @@ def test_buffers_are_not_kept_alive(world):
     assert [r() for r in refs] == [None] * len(refs)
 
 
-@pytest.mark.parametrize("dt", oracle.ALL_DTYPES, ids=lambda d: d.name.lower())
-@pytest.mark.parametrize("n", SMALL + LARGE)
+@pytest.mark.parametrize("dt,n", by_itemsize(SMALL + LARGE),
+                         ids=[f"{d.name.lower()}-{n}" for d, n in by_itemsize(SMALL + LARGE)])
 def test_broadcast(world, dt, n):
     for root in sorted({0, world.size - 1, world.size // 2}):
         inputs = oracle.values(dt, n, root, ReduceOp.SUM, seed=root + 1)
@@ -213,8 +350,8 @@ def test_broadcast(world, dt, n):
         np.testing.assert_array_equal(buf, inputs)
 
 
-@pytest.mark.parametrize("case", [c for c in cases([0, 1, 7, 97, 4099]) if c[2] < 4099
-                                  or c[0] in (DType.INT64, DType.FLOAT32)], ids=ids)
+@pytest.mark.parametrize("case", cases([0, 1, 7, 97]) + [
+    c for c in full_cases([4099]) if c[0] in (DType.INT64, DType.FLOAT32)], ids=ids)
 def test_reduce(world, case):
     dt, op, n = case
     inputs = [oracle.values(dt, n, r, op) for r in range(world.size)]
@@ -228,8 +365,9 @@ def test_reduce(world, case):
     np.testing.assert_array_equal(unwrap(send, dt), inputs[world.rank])
 
 
-@pytest.mark.parametrize("dt", oracle.ALL_DTYPES, ids=lambda d: d.name.lower())
-@pytest.mark.parametrize("n", [0, 1, 5, 97, 4099, 65537])
+@pytest.mark.parametrize("dt,n", by_itemsize([0, 1, 5, 97, 4099, 65537]),
+                         ids=[f"{d.name.lower()}-{n}"
+                              for d, n in by_itemsize([0, 1, 5, 97, 4099, 65537])])
 def test_allgather(world, dt, n):
     inputs = [oracle.values(dt, n, r, ReduceOp.SUM) for r in range(world.size)]
     recv = np.full(n * world.size, 0x33, dtype=inputs[0].dtype)
@@ -237,9 +375,9 @@ def test_allgather(world, dt, n):
     np.testing.assert_array_equal(recv, np.concatenate(inputs))
 
 
-@pytest.mark.parametrize("case", [c for c in cases([0, 1, 3, 97, 4099])
-                                  if c[2] < 97 or c[0] in (DType.INT32, DType.FLOAT64,
-                                                           DType.BFLOAT16)], ids=ids)
+@pytest.mark.parametrize("case", cases([0, 1, 3]) + [
+    c for c in full_cases([97, 4099]) if c[0] in (DType.INT32, DType.FLOAT64, DType.BFLOAT16)],
+    ids=ids)
 def test_reduce_scatter(world, case):
     dt, op, n = case
     inputs = [oracle.values(dt, n * world.size, r, op) for r in range(world.size)]
@@ -343,11 +481,12 @@ HIER_CASES = [(DType.INT32, ReduceOp.SUM), (DType.INT32, ReduceOp.BXOR),
               (DType.FLOAT16, ReduceOp.MAX), (DType.BFLOAT16, ReduceOp.SUM)]
 
 
-@pytest.fixture(scope="module", params=["auto", "hier"])
-def hcomm(request):
-    c = nezha.Communicator(config=_config(ALGO=request.param))
-    yield c
-    c.close()
+@pytest.fixture(scope="module")
+def hcomms():
+    """Communicators for test_hier_collectives: NEZHA_ALGO auto and hier (ByAlgo)."""
+    by = ByAlgo()
+    yield by
+    by.close()
 
 
 def _hier_expected(c, coll, nbytes, root=0):
@@ -364,11 +503,22 @@ def _ran_hier(c, want):
     assert (c._st.last_plan.algo == ALGO_HIER) == want, c._st.last_plan
 
 
-@pytest.mark.parametrize("case", HIER_CASES, ids=lambda c: f"{c[0].name.lower()}-{c[1].name}")
-@pytest.mark.parametrize("n", HIER_SIZES)
-def test_hier_collectives(hcomm, case, n):
+def hier_cases():
+    """(algorithm, case, n): every (case, n) once, auto and hier alternating over both, so
+    that every size and every case meets both algorithms; grouped by algorithm."""
+    rows = [(algo, c, n) for algo in ("auto", "hier")
+            for ci, c in enumerate(HIER_CASES) for si, n in enumerate(HIER_SIZES)
+            if FULL_MATRIX or ("auto", "hier")[(ci + si) % 2] == algo]
+    return rows
+
+
+@pytest.mark.parametrize("algo,case,n", hier_cases(),
+                         ids=[f"{a}-{n}-{c[0].name.lower()}-{c[1].name}"
+                              for a, c, n in hier_cases()])
+def test_hier_collectives(hcomms, algo, case, n):
     """allreduce, broadcast (every root), allgather and reduce_scatter, exact against the
     oracle, and run hierarchically exactly when they should."""
+    hcomm = hcomms(algo)
     c, (dt, op) = hcomm, case
     size, rank, es = hcomm.size, hcomm.rank, np.dtype(oracle.numpy_dtype(dt)).itemsize
     inputs = [oracle.values(dt, n, r, op) for r in range(size)]
