@@ -12,8 +12,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def test_world_across_lab_hosts(lab, np_):
     env = dict(os.environ, PYTHONPATH=ROOT, NEZHA_SOCKET_IFNAME="rail0,rail1",
                NEZHA_TEST_FULL="0", NEZHA_MIN_RAIL_PIECE="4k", NEZHA_TIMEOUT="60")
+    # every rank starts pytest: without the hypothesis plugin (unused there) ~1 s less each
     cmd = [sys.executable, "-m", "pytest", "-q", "-x", "--color=no", "-p", "no:cacheprovider",
-           "--no-header", os.path.join(ROOT, "tests", "test_coll_world.py")]
+           "-p", "no:hypothesispytest", "--no-header",
+           os.path.join(ROOT, "tests", "test_coll_world.py")]
     before = lab.counters()
     res = lab.run(cmd, np=np_, env=env, timeout=900, capture=True)
     out = (res.stdout or "") + (res.stderr or "")
@@ -31,8 +33,10 @@ def test_world_on_three_unequal_rails(lab_factory):
     lab3 = lab_factory(hosts=3, rails=3, rates="400mbit,200mbit,100mbit")
     env = dict(os.environ, PYTHONPATH=ROOT, NEZHA_SOCKET_IFNAME="rail0,rail1,rail2",
                NEZHA_TEST_FULL="0", NEZHA_MIN_RAIL_PIECE="4k", NEZHA_TIMEOUT="60")
+    # every rank starts pytest: without the hypothesis plugin (unused there) ~1 s less each
     cmd = [sys.executable, "-m", "pytest", "-q", "-x", "--color=no", "-p", "no:cacheprovider",
-           "--no-header", os.path.join(ROOT, "tests", "test_coll_world.py")]
+           "-p", "no:hypothesispytest", "--no-header",
+           os.path.join(ROOT, "tests", "test_coll_world.py")]
     res = lab3.run(cmd, np=3, env=env, timeout=900, capture=True)
     out = (res.stdout or "") + (res.stderr or "")
     assert res.returncode == 0, "\n".join(out.splitlines()[-60:])
