@@ -24,7 +24,9 @@ rank stops to join it: nz_vote_called). Closing the communicator settles the las
 
 A dead rail keeps being heartbeat; when every rank has heard every peer on it without a gap
 for NEZHA_READMIT seconds (decided by a vote), its channels are reconnected and it
-re-enters the plan cold.
+re-enters the plan cold. When a vote would leave no rail at all, a dead rail every rank hears
+right now comes back at once instead (a rail given up for a congested moment must not turn
+the next real cut into the end of the job).
 """
 import threading
 import time
@@ -151,7 +153,11 @@ class Failover:
     def _vote(self, req, coll, mask, flags):
         """One vote: [(collective index, mask, flags)] per rank, and the rails all hear."""
         nrails = len(self.c._mesh.rails)
+        # low 32 bits: rails heard steadily (re-admission); high 32: heard right now (a
+        # vote that would leave no rail takes one of those back at once). The vote ANDs them.
         heard = self.c._engine.heard_rails(nrails, self.c.rank, self.readmit_s)
+        if nrails <= 32:
+            heard |= self.c._engine.heard_rails(nrails, self.c.rank, 0.0) << 32
         deadline = _eng.now_ns() + int(min(self.c.timeout, 1e9) * 1e9)
         while True:
             rc, table, iheard = self.c._engine.vote(self.c.rank, self.c._st.votes & 0xFFFFFFFF, coll,
@@ -232,14 +238,14 @@ class Failover:
                     "collectives")
             dead = {plan.slices[i][0] for i in _bits(behind_mask)} | self.cut
             if dead:
-                self._mark_dead(sorted(dead), req, failed_here)
+                self._mark_dead(sorted(dead), req, failed_here, iheard >> 32)
             if any(f & _eng.VOTE_RUNNING for _, _, f in table):
                 # someone still moves slices on live channels: let all finish, vote again
                 rc = self._resume(req, s, plan, lazy) if rc == _eng.ERR_VOTE else rc
                 continue
             self.c._engine.finish(s, [not (behind_mask >> i) & 1 for i in range(len(ranges))])
             if not behind_mask:
-                self._readmit(iheard, req)
+                self._readmit(iheard & 0xFFFFFFFF, req)
                 break
             failed = [plan.slices[i] for i in _bits(behind_mask)]
             plan = Plan(self.c.planner.resplit(failed, plan.esize), plan.algo, None, plan.esize)
@@ -400,7 +406,7 @@ class Failover:
         while self.help_idle(req, _eng.VOTE_CLOSING):
             pass
 
-    def _mark_dead(self, chans, req, failed_here):
+    def _mark_dead(self, chans, req, failed_here, heard_now=0):
         why = {c: (w, p) for c, w, p, _, _ in failed_here}
         for c in chans:
             if not self.c.planner.alive[c]:
@@ -421,13 +427,17 @@ class Failover:
                      f"{[self.c._mesh.chan_name(x) for x, a in enumerate(self.c.planner.alive) if a]}")
         self.c._forget_plans()
         self.c.planner.model.set_channels(self.c.planner.alive)
+        self.c._engine.set_live_rails(self._live_rails())
+        if not any(self.c.planner.alive) and heard_now:
+            # every rank decides this from the same vote table
+            self._readmit(heard_now, req, "at once: it was the last rail left")
         if not any(self.c.planner.alive):
             raise RailSystemError(
                 f"nezha: rank {self.c.rank}: every rail failed during {req.name} #{req.seq} "
                 f"({', '.join(self.c._mesh.chan_name(c) for c in range(self.c.nchan))}): "
                 "no path is left to the other ranks")
 
-    def _readmit(self, iheard, req):
+    def _readmit(self, iheard, req, how="cold"):
         """Reconnect dead channels whose rail every rank has heard well for a while."""
         back = [c for c, alive in enumerate(self.c.planner.alive)
                 if not alive and iheard >> (c // self.c._mesh.nconns) & 1]
@@ -445,10 +455,11 @@ class Failover:
             self.c._events.append({"event": "up", "channel": name, "seq": req.seq,
                                  "time": time.time(),
                                  "down_s": None if down is None else time.time() - down["time"]})
-            log.warn("HEALTH", f"rail {name} answers again: re-admitted (cold) after "
+            log.warn("HEALTH", f"rail {name} answers again: re-admitted ({how}) after "
                      f"{req.name} #{req.seq}")
         self.c._forget_plans()
         self.c.planner.model.set_channels(self.c.planner.alive)
+        self.c._engine.set_live_rails(self._live_rails())
 
     def _vote_error(self, rc, req):
         _, peer, eno, _ = self.c._engine.error()

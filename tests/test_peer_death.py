@@ -150,7 +150,8 @@ def test_short_stop_gives_up_no_rail(tmp_path):
     rail at once: no rail may be given up for it (include/nezha/nezha_engine.h,
     nz_rail_silent). Before that rule, this set both rails aside and ended in
     RailSystemError or a re-admission."""
-    table, procs = start(tmp_path, "none", 2, extra={"NEZHA_LOOP_RAILS": "2"})
+    table, procs = start(tmp_path, "none", 2, extra={"NEZHA_LOOP_RAILS": "2",
+                                                     "TEST_AGREE_STOP": "1"})
     assert ready(tmp_path, procs, range(3)), [p.logpath.read_text()[-2000:] for p in procs]
     for _ in range(2):
         procs[2].send_signal(signal.SIGSTOP)
@@ -165,4 +166,32 @@ def test_short_stop_gives_up_no_rail(tmp_path):
         assert res is not None, procs[r].logpath.read_text()[-3000:]
         assert res["error"] is None and res["wrong"] == 0, res
         assert res["downs"] == 0, res
+
+
+@pytest.mark.timeout(120)
+def test_last_rail_takes_back_a_healed_one(tmp_path):
+    """Rail 1 is cut and given up; it heals, but re-admission (NEZHA_READMIT) is far off;
+    then rail 0, the last one in use, is cut. The vote that would leave no rail takes back
+    the one every rank hears right now (nezha/failover.py, _mark_dead) instead of ending
+    the job with RailSystemError; results stay exact."""
+    table, procs = start(tmp_path, "none", 2, extra={"NEZHA_LOOP_RAILS": "2",
+                                                     "NEZHA_READMIT": "60",
+                                                     "TEST_AGREE_STOP": "1"})
+    assert ready(tmp_path, procs, range(3)), [p.logpath.read_text()[-2000:] for p in procs]
+    table.cut(1, [2], [0, 1])
+    time.sleep(1.5)               # rail 1 given up (silence 0.25 s)
+    table.heal()
+    time.sleep(0.5)               # its heartbeats are heard again
+    table.cut(0, [2], [0, 1])     # the last rail in use
+    time.sleep(2.5)               # silence, then the peer-lost wait (1 s), then the vote
+    table.heal()
+    time.sleep(0.5)
+    (tmp_path / "stop").write_text("")
+    results = finish(tmp_path, procs)
+    show("last-rail", results)
+    for r in range(3):
+        res = results.get(r)
+        assert res is not None, procs[r].logpath.read_text()[-3000:]
+        assert res["error"] is None and res["wrong"] == 0, res
+        assert res["downs"] >= 2 and res["ups"] >= 1, res
 

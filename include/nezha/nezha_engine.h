@@ -122,6 +122,7 @@ typedef struct {
     nz_health_t *health;
     int32_t *chan_rail;        /* channel -> rail (index of its control sockets) */
     int64_t silent_ns;         /* a peer unheard this long on a rail = that rail is down */
+    uint64_t live_rails;       /* rails the planner still uses (0: not told) */
     uint64_t chan_failed;      /* bit per channel */
     uint8_t *fail_why;         /* per channel: NZ_WHY_* */
     int32_t *fail_peer;        /* per channel: the peer it failed with */
@@ -435,29 +436,41 @@ static inline int nz_start(nz_engine_t *e, nz_op_t *ops, int32_t nops, int dtype
     return NZ_OK;
 }
 
-/* Is `peer` silent on `rail` (last heard at heard_r) in a way that blames the rail?
- * Only if the peer has been heard on another rail more than silent_ns after it was last
- * heard on this one: a cut or blackholed link is silence on one rail while the others
- * talk. Silence on every rail at once is a starved process (more ranks than cores: the
- * peer's health thread or ours got no CPU) or a dead peer, and a rail given up for it
- * would only be re-admitted later, or leave no rail at all; it counts only after the
- * peer-lost wait, and then the vote finds out which. Timestamps a starved health thread
- * is still writing (busy) are not compared. */
+/* Is `peer` silent on `rail` (last heard at heard_r, more than silent_ns ago) in a way
+ * that blames the rail? A cut or blackholed link is silence on one rail while the peer
+ * talks on another. Silence on every rail at once is a starved process (more ranks than
+ * cores: its health thread or ours got no CPU), a stopped or a dead one: giving up rails
+ * for it would only have them re-admitted later, or leave none; it counts only after the
+ * peer-lost wait, and then the vote finds out which. While the peer talks elsewhere, a
+ * rail that still delivers something (the transport's rx_age_ns) is congested, not cut:
+ * on a full link a lost heartbeat holds every later one back in TCP's byte stream until
+ * its retransmission gets through (seen in the lab with 2 ranks per host: 100-700 ms on
+ * one rail while segments kept arriving). Timestamps a health thread is still writing
+ * (busy) are not compared. */
 static inline int nz_rail_silent(nz_engine_t *e, int32_t rail, int32_t peer, int64_t heard_r,
                                  int64_t now) {
     nz_health_t *h = e->health;
     int64_t lost = 2 * e->silent_ns > NZ_PEER_LOST_NS ? 2 * e->silent_ns : NZ_PEER_LOST_NS;
-    if (now - heard_r > lost) return 1;
-    if (__atomic_load_n(&h->busy, __ATOMIC_ACQUIRE)) return 0;
-    int32_t nrails = h->n / h->size;
-    for (int32_t q = 0; q < nrails; q++) {
+    int32_t nrails = h->n / h->size, elsewhere = 0;
+    for (int32_t q = 0; q < nrails && !elsewhere; q++) {
         if (q == rail) continue;
         int32_t c = q * h->size + peer;
-        int64_t hq = h->closed[c] ? 0 : h->last_heard[c];
-        if (e->data_heard[c] > hq) hq = e->data_heard[c];
-        if (hq - heard_r > e->silent_ns) return 1;
+        /* heartbeats only: the peer's health thread sends them on every rail in one go, so
+         * their arrival times compare; data on another rail's channel (shm between ranks of
+         * one host) moves while this rail's heartbeats wait for a starved health thread */
+        elsewhere = !h->closed[c] && h->last_heard[c] - heard_r > e->silent_ns;
     }
-    return 0;
+    /* the last rail in use goes only after the peer-lost wait: giving it up ends the job,
+     * and on a full link its heartbeats can lag the dead rail's (lab: 76 ms, 2 per host) */
+    if (!elsewhere || e->live_rails == (1ULL << rail)) return now - heard_r > lost;
+    if (__atomic_load_n(&h->busy, __ATOMIC_ACQUIRE)) return 0;
+    int32_t c = rail * h->size + peer;
+    const nz_ctrl_t *ct = &h->ctrl[c];
+    if (ct->tr && !h->closed[c] && ct->tr->rx_age_ns) {
+        int64_t age = ct->tr->rx_age_ns(ct->tx);
+        if (age >= 0 && age <= e->silent_ns) return 0;
+    }
+    return 1;
 }
 
 /* Set aside every channel that waits on a peer it has not heard from on that channel's
@@ -664,7 +677,7 @@ static inline uint64_t nz_heard_rails(nz_engine_t *e, int32_t nrails, int32_t ra
     return m;
 }
 
-/* A vote (failover on): every rank tells every other, over every live rail, which
+/* A vote (failover on): every rank tells every other, over every rail, which
  * collective it is in (coll), which of its slices it could not finish (mask), flags, and
  * which rails it hears well (heard); then waits for everyone's. Results per rank in
  * colls/masks/flags (size entries; this rank's own included) and the intersection of
@@ -685,11 +698,14 @@ static inline int nz_vote(nz_engine_t *e, int32_t rank, uint32_t seq, int64_t co
     f.heard = heard;
     f.coll = coll;
     f.kind = flags;
-    for (int32_t p = 0; p < h->size; p++) {
-        if (p == rank) continue;
-        for (int32_t r = 0; r < nrails; r++)
-            if (live_rails & (1ULL << r)) nz_health_send(h, r * h->size + p, &f, NULL);
-    }
+    /* over the live rails first, then over the dead ones too: the last live rail may be
+     * the one just cut while a given-up one works again (a peer takes the first copy) */
+    for (int pass = 0; pass < 2; pass++)
+        for (int32_t p = 0; p < h->size; p++) {
+            if (p == rank) continue;
+            for (int32_t r = 0; r < nrails; r++)
+                if (!(live_rails >> r & 1) == pass) nz_health_send(h, r * h->size + p, &f, NULL);
+        }
     *iheard = heard;
     int64_t spin_from = 0;
     for (;;) {

@@ -101,6 +101,15 @@ static int nz_fault_pollfds(void *ctx, int want_in, int want_out, struct pollfd 
     return f->in->pollfds(f->in_tx, want_in, want_out, pf, max);
 }
 
+/* A stalled or broken endpoint must look silent: the socket under it still hears the peer. */
+static int64_t nz_fault_rx_age_ns(void *ctx) {
+    nz_fault_ep_t *f = (nz_fault_ep_t *)ctx;
+    if (__atomic_load_n(f->word, __ATOMIC_ACQUIRE) & (NZ_FAULT_STALL_TX | NZ_FAULT_STALL_RX |
+                                                       NZ_FAULT_RESET | NZ_FAULT_CLOSE))
+        return -1;
+    return f->in->rx_age_ns ? f->in->rx_age_ns(f->in_tx) : -1;
+}
+
 static void nz_fault_close(void *ctx) {
     nz_fault_ep_t *f = (nz_fault_ep_t *)ctx;
     f->in->close(f->in_tx);
@@ -116,6 +125,7 @@ static inline void nz_fault_init(nz_fault_ep_t *f, const nz_transport_ops_t *in,
     f->ops.consume = in->consume ? nz_fault_consume : NULL;
     f->ops.pollfds = nz_fault_pollfds;
     f->ops.close = nz_fault_close;
+    f->ops.rx_age_ns = nz_fault_rx_age_ns;
     f->in = in;
     f->in_tx = in_tx;
     f->word = word;

@@ -4,6 +4,8 @@
 #define NEZHA_TCP_H
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -52,9 +54,19 @@ static int nz_tcp_pollfds(void *ctx, int want_in, int want_out, struct pollfd *p
 /* the socket belongs to the Python mesh, which closes it */
 static void nz_tcp_close(void *ctx) { (void)ctx; }
 
+/* Every segment from the peer (in order or not, data or a bare ACK) refreshes the
+ * kernel's last-ACK-received stamp (what keepalive uses), so losses on a congested link
+ * do not age it the way they hold back the byte stream. Millisecond (jiffy) resolution. */
+static int64_t nz_tcp_rx_age_ns(void *ctx) {
+    struct tcp_info ti;
+    socklen_t len = sizeof(ti);
+    if (getsockopt(((nz_tcp_ep_t *)ctx)->fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) return -1;
+    return (int64_t)ti.tcpi_last_ack_recv * 1000000LL;
+}
+
 static const nz_transport_ops_t nz_tcp_ops = {
     NZ_TRANSPORT_VERSION, "tcp", NZ_CAP_ORDERED,
-    nz_tcp_sendv, nz_tcp_recv, NULL, NULL, nz_tcp_pollfds, nz_tcp_close,
+    nz_tcp_sendv, nz_tcp_recv, NULL, NULL, nz_tcp_pollfds, nz_tcp_close, nz_tcp_rx_age_ns,
 };
 
 #endif

@@ -25,7 +25,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
-#define NZ_TRANSPORT_VERSION 1
+#define NZ_TRANSPORT_VERSION 2  /* 2: rx_age_ns */
 #define NZ_TR_CLOSED (-(1L << 20))
 
 enum {
@@ -51,6 +51,12 @@ typedef struct nz_transport_ops {
     int (*pollfds)(void *ctx, int want_in, int want_out, struct pollfd *pf, int max);
     /* the bytes counted since the endpoint was made (sent, received) are the engine's */
     void (*close)(void *ctx);
+    /* Optional (NULL: cannot tell): ns since anything last arrived from the peer on this
+     * endpoint at the transport level, counting what cannot be delivered yet (a TCP
+     * segment held behind a lost one) and bare acknowledgements; < 0 if unknown. Lets
+     * the health check tell a congested rail, whose in-order delivery waits for a
+     * retransmission, from a cut one, from which nothing arrives at all. */
+    int64_t (*rx_age_ns)(void *ctx);
 } nz_transport_ops_t;
 
 #define NZ_TR_READY (-(1 << 21))

@@ -429,6 +429,11 @@ cdef class Engine:
             self.e.chan_rail[c] = chan_rail[c]
         self.e.silent_ns = <int64_t>(silent * 1e9)
 
+    def set_live_rails(self, uint64_t mask):
+        """Rails the planner still uses (the last one is given up only after the peer-lost
+        wait, see nz_rail_silent)."""
+        self.e.live_rails = mask
+
     def set_failover_on(self, bint on, int64_t vote_seq=-1, list slice_chans=None,
                         int64_t coll=-1, bint lazy=False):
         """Failover for the next run (off for point-to-point, which cannot vote): the next

@@ -196,6 +196,7 @@ cdef extern from "nezha/nezha_engine.h" nogil:
         nz_health_t *health
         int32_t *chan_rail
         int64_t silent_ns
+        uint64_t live_rails
         uint64_t chan_failed
         uint8_t *fail_why
         int32_t *fail_peer

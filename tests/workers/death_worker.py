@@ -39,6 +39,17 @@ def arm(phase):
         mesh.Mesh.reconnect = die
 
 
+def stop_now(comm):
+    """TEST_STOP exists; with TEST_AGREE_STOP=1 every rank stops after the same collective
+    (else a rank that sees the file first leaves the others in a collective without it)."""
+    seen = os.path.exists(os.environ["TEST_STOP"])
+    if os.environ.get("TEST_AGREE_STOP") != "1":
+        return seen
+    flag = np.array([seen], np.int32)
+    comm.allreduce(flag)
+    return bool(flag[0])
+
+
 def main():
     rank, phase = int(os.environ["RANK"]), os.environ["TEST_PHASE"]
     doomed = int(os.environ["TEST_DOOMED"])
@@ -51,7 +62,7 @@ def main():
         stage = "run"
         n = comm.size
         base = (np.arange(300_007) % 7).astype(np.int64)
-        while not os.path.exists(os.environ["TEST_STOP"]):
+        while not stop_now(comm):
             if rank == doomed and phase == "collective" and done == 3:
                 die()
             a = base + rank
@@ -61,9 +72,10 @@ def main():
             done += 1
             if done == 3:
                 open(os.path.join(os.environ["TEST_DIR"], f"ready.{rank}"), "w").close()
-        downs = sum(e["event"] == "down" for e in comm.stats()["events"])
+        events = [e["event"] for e in comm.stats()["events"]]
         comm.close()
-        res = dict(rank=rank, error=None, stage=stage, wrong=wrong, done=done, downs=downs)
+        res = dict(rank=rank, error=None, stage=stage, wrong=wrong, done=done,
+                   downs=events.count("down"), ups=events.count("up"))
     except nezha.NezhaError as exc:
         res = dict(rank=rank, error=type(exc).__name__, msg=str(exc)[:600], stage=stage,
                    secs=round(time.monotonic() - t0, 2), wrong=wrong, done=done,
