@@ -143,6 +143,26 @@ def test_stopped_peer_times_out_and_resumes_uncorrupted(tmp_path, rails):
     assert stopped_for < TIMEOUT + 20
 
 
+def start_clean(tmp_path, **extra):
+    """3 ranks on two loop rails that stop together (TEST_AGREE_STOP) once ready."""
+    table, procs = start(tmp_path, "none", 2, extra={"NEZHA_LOOP_RAILS": "2",
+                                                     "TEST_AGREE_STOP": "1", **extra})
+    assert ready(tmp_path, procs, range(3)), [p.logpath.read_text()[-2000:] for p in procs]
+    return table, procs
+
+
+def stop_clean(tmp_path, procs, name):
+    """Stop the ranks; every one must end without error or wrong result: their RESULTs."""
+    (tmp_path / "stop").write_text("")
+    results = finish(tmp_path, procs)
+    show(name, results)
+    for r in range(3):
+        res = results.get(r)
+        assert res is not None, procs[r].logpath.read_text()[-3000:]
+        assert res["error"] is None and res["wrong"] == 0, res
+    return [results[r] for r in range(3)]
+
+
 @pytest.mark.timeout(120)
 def test_short_stop_gives_up_no_rail(tmp_path):
     """A rank stopped for longer than NEZHA_RAIL_TIMEOUT but less than the peer-lost wait
@@ -150,21 +170,13 @@ def test_short_stop_gives_up_no_rail(tmp_path):
     rail at once: no rail may be given up for it (include/nezha/nezha_engine.h,
     nz_rail_silent). Before that rule, this set both rails aside and ended in
     RailSystemError or a re-admission."""
-    table, procs = start(tmp_path, "none", 2, extra={"NEZHA_LOOP_RAILS": "2",
-                                                     "TEST_AGREE_STOP": "1"})
-    assert ready(tmp_path, procs, range(3)), [p.logpath.read_text()[-2000:] for p in procs]
+    table, procs = start_clean(tmp_path)
     for _ in range(2):
         procs[2].send_signal(signal.SIGSTOP)
         time.sleep(0.5)           # RAIL_TIMEOUT 0.25 s < 0.5 s < peer lost 1 s
         procs[2].send_signal(signal.SIGCONT)
         time.sleep(0.5)
-    (tmp_path / "stop").write_text("")
-    results = finish(tmp_path, procs)
-    show("sigstop-0.5s", results)
-    for r in range(3):
-        res = results.get(r)
-        assert res is not None, procs[r].logpath.read_text()[-3000:]
-        assert res["error"] is None and res["wrong"] == 0, res
+    for res in stop_clean(tmp_path, procs, "sigstop-0.5s"):
         assert res["downs"] == 0, res
 
 
@@ -174,10 +186,7 @@ def test_last_rail_takes_back_a_healed_one(tmp_path):
     then rail 0, the last one in use, is cut. The vote that would leave no rail takes back
     the one every rank hears right now (nezha/failover.py, _mark_dead) instead of ending
     the job with RailSystemError; results stay exact."""
-    table, procs = start(tmp_path, "none", 2, extra={"NEZHA_LOOP_RAILS": "2",
-                                                     "NEZHA_READMIT": "60",
-                                                     "TEST_AGREE_STOP": "1"})
-    assert ready(tmp_path, procs, range(3)), [p.logpath.read_text()[-2000:] for p in procs]
+    table, procs = start_clean(tmp_path, NEZHA_READMIT="60")
     table.cut(1, [2], [0, 1])
     time.sleep(1.5)               # rail 1 given up (silence 0.25 s)
     table.heal()
@@ -186,12 +195,6 @@ def test_last_rail_takes_back_a_healed_one(tmp_path):
     time.sleep(2.5)               # silence, then the peer-lost wait (1 s), then the vote
     table.heal()
     time.sleep(0.5)
-    (tmp_path / "stop").write_text("")
-    results = finish(tmp_path, procs)
-    show("last-rail", results)
-    for r in range(3):
-        res = results.get(r)
-        assert res is not None, procs[r].logpath.read_text()[-3000:]
-        assert res["error"] is None and res["wrong"] == 0, res
+    for res in stop_clean(tmp_path, procs, "last-rail"):
         assert res["downs"] >= 2 and res["ups"] >= 1, res
 
