@@ -89,7 +89,8 @@ class Communicator(Executor, Diagnose):
         self._mesh = mesh = Mesh(boot, tcp, cfg["SOCKET_NCONNS"], cfg["CONNECT_TIMEOUT"],
                                  int(cfg["SOCKET_BUFFER"]), use_shm="shm" in cfg["RAILS"],
                                  shm_bytes=int(cfg["SHM_BUFFER"]), host=cfg["HOST_ID"],
-                                 faults=cfg["FAULTS"] or None)
+                                 faults=cfg["FAULTS"] or None,
+                                 rail_timeout=cfg["RAIL_TIMEOUT"])
         self.nchan = mesh.nchan
         seg = cfg["SEGMENT_SIZE"]
         self._engine = _eng.Engine(mesh.endpoints(), self.size, self.nchan,

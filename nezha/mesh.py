@@ -16,14 +16,31 @@ from nezha._core.engine import TcpEndpoint
 from nezha.rails.tcp.connect import establish, tune
 from nezha.transports import fault, shm
 
-TCP_RTO_MAX_MS = 44  # linux/tcp.h
+TCP_RTO_MAX_MS = 44  # linux/tcp.h (>= 6.11)
+TCP_RTO_MIN_US = 45  # linux/tcp.h (>= 6.15)
+TCP_THIN_LINEAR_TIMEOUTS = 16  # linux/tcp.h
+
+
+def _tune_ctrl(s, rail_timeout):
+    """A control connection carries heartbeats: a thin stream whose lost segment must not
+    hold the later ones back for TCP's 200 ms minimum RTO (or its backoff) on a full link,
+    where the rail would look silent (NEZHA_RAIL_TIMEOUT) though it is only congested.
+    Each option is skipped where the kernel lacks it."""
+    for opt, val in ((TCP_RTO_MAX_MS, 1000),  # heartbeats again within 1 s of a heal
+                     (TCP_RTO_MIN_US, max(8000, int(rail_timeout * 1e6 / 3))),
+                     (TCP_THIN_LINEAR_TIMEOUTS, 1)):  # no backoff for thin streams
+        try:
+            s.setsockopt(socket.IPPROTO_TCP, opt, val)
+        except OSError:
+            pass
 
 
 class Mesh:
     """The connected sockets of one communicator and the names used in messages."""
 
     def __init__(self, boot, rails, nconns, timeout, bufsize, use_shm=False, shm_bytes=0,
-                 host=None, faults=None):
+                 host=None, faults=None, rail_timeout=0.06):
+        self.rail_timeout = rail_timeout
         self.rank, self.size = boot.rank, boot.size
         self.rails, self.nconns = rails, nconns
         self.nchan = len(rails) * nconns
@@ -114,12 +131,7 @@ class Mesh:
         for (peer, chan, purpose), s in socks.items():
             tune(s, bufsize if purpose == auth.PURPOSE_DATA else 0)
             if purpose == auth.PURPOSE_CTRL:
-                try:
-                    # cap TCP's retransmission backoff (Linux >= 6.11) so that heartbeats
-                    # flow again within a second of a rail healing, not after minutes
-                    s.setsockopt(socket.IPPROTO_TCP, TCP_RTO_MAX_MS, 1000)
-                except OSError:
-                    pass
+                _tune_ctrl(s, self.rail_timeout)
         log.info("INIT", f"connected to {self.size - 1} peers over "
                  f"{[r.name for r in self.rails]} x {self.nconns} lanes "
                  f"({len(socks)} connections)")
