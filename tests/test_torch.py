@@ -201,15 +201,9 @@ def test_train_ddp_mlp_same_losses_as_gloo(tmp_path):
 # the error; tensors are compared exactly with what the sender sent.
 
 def _p2p_rank(rank, n):
-    import traceback
+    from tests.workers.torch_ranks import recorder
     res = {}
-
-    def check(name, fn):
-        try:
-            fn()
-            res[name] = "ok"
-        except Exception as exc:  # recorded, reported by the test
-            res[name] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"
+    check = recorder(res, limit=4)
 
     big = 1 << 20  # 4 MiB of float32 each way: more than a socket or ring buffer holds
 
@@ -352,17 +346,10 @@ def test_p2p_batch_tags_subgroup(n, name):
 
 def _anysrc_rank(rank, n):
     import time
-    import traceback
     from nezha.torch import ProcessGroupNezha
+    from tests.workers.torch_ranks import recorder
     res = {}
-
-    def check(name, fn):
-        try:
-            fn()
-            res[name] = "ok"
-        except Exception as exc:  # recorded, reported by the test
-            res[name] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"
-        dist.barrier()
+    check = recorder(res, limit=4, after=dist.barrier)
 
     def val(src, dst, k, count=100):
         return torch.arange(count, dtype=torch.float32) + 1000.0 * src + 100.0 * dst + k

@@ -67,16 +67,24 @@ def close(a, b):
         torch.testing.assert_close(a, b)
 
 
-def collectives(rank, n):
-    """Every collective through the torch API against the oracle; {name: "ok" | error}."""
-    results = {}
-
+def recorder(results, limit=3, after=None):
+    """check(name, fn): run fn, record "ok" or the error in results[name] (the test
+    reports every rank's), then call after (e.g. a barrier that keeps ranks in step)."""
     def check(name, fn):
         try:
             fn()
             results[name] = "ok"
         except Exception as exc:  # recorded, reported by the test
-            results[name] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"
+            results[name] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=limit)}"
+        if after is not None:
+            after()
+    return check
+
+
+def collectives(rank, n):
+    """Every collective through the torch API against the oracle; {name: "ok" | error}."""
+    results = {}
+    check = recorder(results)
 
     for dn, dt in DTYPES.items():
         for c in SIZES:
