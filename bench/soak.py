@@ -245,6 +245,8 @@ def analyse(ranks, failures, t_start, t_end):
         worst_extra_ms=max(worst, default=0.0),
         median_extra_ms=round(statistics.median(worst), 1) if worst else 0.0,
         by_kind=kinds, wrong=wrong, hangs=hangs, errors=errors,
+        # which collectives were wrong: (rank, index, what); the per-rank records are removed
+        wrong_list=[[r["rank"], i, what] for r in ranks for i, what in r["wrong"]],
         rail_events={e: sum(1 for x in events if x.get("event") == e)
                      for e in sorted({x.get("event") for x in events})},
         failure_list=failures)
