@@ -75,13 +75,19 @@ class Diagnose:
         return "; " + "; ".join(notes) if notes else ""
 
     def _pending_abort(self, peer, wait):
-        """An abort message from peer, if one arrives within wait seconds."""
+        """An abort message from peer, if one arrives within wait seconds. None at once when
+        every control connection to peer has closed: a peer that fails sends its abort before
+        it closes, and the health thread posts what it read before it marks the connection
+        closed, so nothing more can come (a peer that died without a word, e.g. killed)."""
         deadline = time.monotonic() + wait
+        nrails = len(self._mesh.rails)
         while True:
+            gone = nrails > 0 and all(self._engine.rail_silence(r, peer)[1]
+                                      for r in range(nrails))
             for idx, ftype, kind, seq, payload in self._engine.take_messages():
                 if ftype == _eng.FRAME_ABORT and self._ctrl_peer(idx) == peer:
                     return (kind, payload.decode(errors="replace"))
-            if time.monotonic() >= deadline:
+            if gone or time.monotonic() >= deadline:
                 return None
             time.sleep(0.01)
 

@@ -152,6 +152,7 @@ def _start_connect(sel, rank, key, addr, port, local):
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     if local:
         s.bind((local, 0))  # leave through the rail's own interface
+    _nodelay(s)
     s.setblocking(False)
     err = s.connect_ex((addr, port))
     if err not in (0, errno.EINPROGRESS):
@@ -162,11 +163,22 @@ def _start_connect(sel, rank, key, addr, port, local):
     sel.register(s, selectors.EVENT_WRITE, c)
 
 
+def _nodelay(s):
+    """No Nagle from the first byte: the handshake ends with the connector's proof, and a
+    bootstrap message written right after it was held until the proof's ACK, which the
+    other side delays (40 ms per exchange, both sides waiting: tests/fuzzpeer.py)."""
+    try:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    except OSError:  # not TCP
+        pass
+
+
 def _accept(sel, lst):
     try:
         s, addr = lst.accept()
     except (BlockingIOError, InterruptedError):
         return
+    _nodelay(s)
     s.setblocking(False)
     c = _Conn(s, None, False)
     c.peer_addr = f"{addr[0]}:{addr[1]}"
