@@ -23,19 +23,45 @@ collectives that is a valid stream: same headers, same lengths), mutated at some
 It sends heartbeats on every control connection (so rank 0 does not simply see a silent
 rail) unless the case says otherwise. The wire layouts are those of include/nezha/
 nezha_wire.h (nezha_hdr_t) and nezha_health.h (nz_frame_t).
+
+run_case() runs one case against a Victim (the real rank's process) and checks it; the
+suite (tests/test_fuzz.py) and the command line below share it. The long run:
+
+    nice -n 19 python tests/fuzzpeer.py --cases 100000 --seed 18 --jobs 4 \
+        --report docs/results/fuzz/run.json
+
+prints and keeps (as it goes) the counts per mutation kind and outcome class, and every
+failure (a hang, a crash, an exception that is not a nezha error, guard bytes touched, no
+end within the bound) with rank 0's stacks; `--only I` re-runs case I of a seed alone.
 """
+import argparse
+import collections
+import json
 import os
 import random
 import select
+import signal
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
+
+if __name__ == "__main__":  # python tests/fuzzpeer.py: the tree's nezha
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from nezha.bootstrap import auth
 from nezha.bootstrap.env import EnvBootstrap
 from nezha.mesh import Mesh
+from nezha.rails.tcp.connect import establish
 from nezha.transports.loop import loop_rails
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VICTIM = os.path.join(ROOT, "tests", "workers", "fuzz_victim.py")
+SECRET = bytes.fromhex("5e" * 32)
+TIMEOUT = 0.5          # the real rank's NEZHA_TIMEOUT in a case
+CONNECT = 3.0          # its NEZHA_CONNECT_TIMEOUT
 
 HDR = struct.Struct("<IIBBBBiQIi")       # nezha_hdr_t
 HDR_FIELDS = ("magic", "seq", "coll", "dtype", "op", "algo", "root", "count", "plan", "src")
@@ -161,8 +187,11 @@ def _mutate_hdr(rng, hdr):
     return HDR.pack(*f)
 
 
-def play(peer, case, deadline):
-    """Run one case's behaviour against rank 0 until done or deadline (monotonic)."""
+def play(peer, case, deadline, done=None):
+    """Run one case's behaviour against rank 0 until done or deadline (monotonic). done: a
+    callable, true once rank 0 has returned from its collective (fuzz_victim.py's DONE
+    line): the peer stops then instead of after 0.15 s of quiet, or for `stall` at the
+    deadline."""
     rng = random.Random(case["seed"])
     kind = case["kind"]
     if case["heartbeat"] and kind != "die-mesh":
@@ -170,7 +199,9 @@ def play(peer, case, deadline):
     if kind == "die-mesh":
         return
     if kind == "stall":
-        time.sleep(max(0.0, deadline - time.monotonic()))
+        while time.monotonic() < deadline and not (done is not None and done(0.01)):
+            if done is None:
+                time.sleep(max(0.0, deadline - time.monotonic()))
         return
     if kind == "random" or kind == "recv-hdr":
         data = b""
@@ -201,7 +232,7 @@ def play(peer, case, deadline):
         _inject_ctrl(peer, rng, "ctrl-status")
         ctrl_done = True
     while time.monotonic() < deadline:
-        got = _recv_some(peer.data, 0.05)
+        got = _recv_some(peer.data, 0.05 if not ctrl_done or done is None else 0.01)
         if not got:
             if not ctrl_done:  # rank 0 is waiting (or done): now the control traffic
                 _inject_ctrl(peer, rng, kind)
@@ -209,7 +240,7 @@ def play(peer, case, deadline):
                 if kind in ("die-vote", "vote-slice0"):
                     return
                 continue
-            if time.monotonic() - idle_since > 0.15:
+            if time.monotonic() - idle_since > 0.15 or (done is not None and done(0)):
                 return
             continue
         idle_since = time.monotonic()
@@ -282,3 +313,373 @@ def _inject_ctrl(peer, rng, kind):
             peer.send_ctrl(rng.randrange(len(peer.ctrl)),
                            frame(STATUS, kind=flags, seq=seq, mask=mask, heard=rng.randrange(4),
                                  coll=coll))
+
+
+# ---- the real rank, one case, the command line ----------------------------------------
+
+def asan_env(d):
+    """Environment that runs the real rank on the sanitizer build in d (`make asan`)."""
+    if not d:
+        return {}
+    d = os.path.join(ROOT, d) if not os.path.isabs(d) else d
+    libasan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True,
+                             text=True).stdout.strip()
+    libubsan = subprocess.run(["gcc", "-print-file-name=libubsan.so"], capture_output=True,
+                              text=True).stdout.strip()
+    return {"PYTHONPATH": d + os.pathsep + ROOT, "LD_PRELOAD": f"{libasan} {libubsan}",
+            # Python's own allocations are not ours to report; errors end the process
+            "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=0:exitcode=86",
+            "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1:exitcode=87",
+            "TEST_FUZZ_ASAN_BUILD": d}
+
+
+class Victim:
+    """The real rank (tests/workers/fuzz_victim.py), kept running across cases. Its lines:
+    LISTEN (the rendezvous listens, on this port), DONE (the collective returned or
+    raised), CASE (the outcome, after closing the communicator)."""
+
+    def __init__(self, log_path, secret=SECRET, asan=None):
+        env = dict(os.environ, PYTHONPATH=ROOT, NEZHA_JOB_SECRET=secret.hex())
+        for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "NEZHA_FAULTS",
+                  "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"):
+            env.pop(k, None)
+        self.asan = asan_env(asan)
+        env.update(self.asan)
+        self.log = str(log_path)
+        self.errf = open(self.log, "w")
+        self.p = subprocess.Popen([sys.executable, "-X", "faulthandler", VICTIM], env=env,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=self.errf)
+        self.fd = self.p.stdout.fileno()
+        self.buf = b""
+        self.dead = False
+        self.case = None
+        self.port = self.is_done = self.res = None
+
+    def start(self, case):
+        self.case, self.port, self.is_done, self.res = case["case"], None, False, None
+        self.p.stdin.write((json.dumps(case) + "\n").encode())
+        self.p.stdin.flush()
+
+    def _pump(self, wait):
+        """Read what rank 0 printed within wait seconds (at most one read)."""
+        if self.dead:
+            return
+        r, _, _ = select.select([self.fd], [], [], max(0.0, wait))
+        if not r:
+            return
+        data = os.read(self.fd, 65536)
+        if not data:
+            self.dead = True
+            return
+        self.buf += data
+        while b"\n" in self.buf:
+            line, self.buf = self.buf.split(b"\n", 1)
+            word, _, rest = line.decode(errors="replace").partition(" ")
+            if word == "CASE":
+                self.res = json.loads(rest)
+                self.is_done = True
+            elif word in ("LISTEN", "DONE") and rest.split()[0] == str(self.case):
+                if word == "LISTEN":
+                    self.port = int(rest.split()[1])
+                else:
+                    self.is_done = True
+
+    def _wait(self, cond, wait):
+        end = time.monotonic() + wait
+        while not cond() and not self.dead:
+            self._pump(end - time.monotonic())  # at least one look, even for wait 0
+            if not cond() and time.monotonic() >= end:
+                return False
+        return cond()
+
+    def listening(self, wait):
+        """The rendezvous port, or None if rank 0 ended the case (or died) first."""
+        self._wait(lambda: self.port is not None or self.res is not None, wait)
+        return self.port
+
+    def done(self, wait=0.0):
+        """True once rank 0 is past its collective."""
+        self._wait(lambda: self.is_done, wait)
+        return self.is_done
+
+    def result(self, wait):
+        """The outcome (dict); None if rank 0 died, "hang" if none came within wait."""
+        if self._wait(lambda: self.res is not None, wait):
+            return self.res
+        return None if self.dead else "hang"
+
+    def stacks(self):
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGABRT)  # faulthandler prints every thread
+            try:
+                self.p.wait(5)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+        self.errf.flush()
+        with open(self.log, errors="replace") as f:
+            return f.read()[-8000:]
+
+    def close(self):
+        if self.p.poll() is None:
+            try:
+                self.p.stdin.write(b"quit\n")
+                self.p.stdin.flush()
+                self.p.wait(10)
+            except (OSError, subprocess.TimeoutExpired):
+                self.p.kill()
+                self.p.wait()
+        self.errf.close()
+
+
+def die_in_bootstrap(port, rng, secret=SECRET, connect=CONNECT):
+    """Rank 1 that authenticates to the rendezvous and then misbehaves or dies."""
+    how = rng.choice(("close", "biglen", "badjson", "wrongshape", "wronground", "half"))
+    deadline = time.monotonic() + connect
+    while True:
+        try:
+            conns = establish(1, secret, [], {(0, 1, auth.PURPOSE_STORE): ("127.0.0.1", port, None)},
+                              set(), connect)
+            break
+        except Exception:  # noqa: BLE001 - not listening yet
+            if time.monotonic() > deadline:
+                return how
+            time.sleep(0.05)
+    s = conns[(0, 1, auth.PURPOSE_STORE)]
+    s.setblocking(True)
+    try:
+        if how == "biglen":
+            s.sendall((2**31).to_bytes(4, "little"))
+        elif how == "badjson":
+            s.sendall((9).to_bytes(4, "little") + b"{not json")
+        elif how == "wrongshape":
+            data = json.dumps(rng.choice([[1, 42], [1, {"rails": 7}], [1, None], 5, [1, {
+                "host": "x", "pid": 1, "host_id": "h", "shm": False, "shm_tag": "t",
+                "rails": [{"name": "loop0", "addr": 5, "port": "no"}]}]])).encode()
+            s.sendall(len(data).to_bytes(4, "little") + data)
+            time.sleep(0.3)
+        elif how == "wronground":
+            data = json.dumps([7, {}]).encode()
+            s.sendall(len(data).to_bytes(4, "little") + data)
+        elif how == "half":
+            s.sendall((100).to_bytes(4, "little") + b"[1, {")
+    except OSError:
+        pass
+    s.close()
+    return how
+
+
+RECV_KINDS = ("random", "recv-hdr", "trunc", "die-mid", "stall", "die-boot")
+
+
+def case_for(seed, i, rails=None, kinds=None, timeout=TIMEOUT, connect=CONNECT):
+    """Case i of a seed: its own generator, so that any case can be re-run alone."""
+    rng = random.Random(f"nezha-fuzz/{seed}/{i}")
+    case = make_case(rng, i, rails)
+    if kinds:
+        case["kind"] = rng.choice(kinds)
+    if case["coll"] == "recv" and case["kind"] not in RECV_KINDS:
+        case["kind"] = "recv-hdr"
+    case.update(port=0, timeout=timeout, connect_timeout=connect)
+    return case
+
+
+def bound(case):
+    """A case must end within this (a hang otherwise): the run's deadline, the vote's, the
+    wait for a peer's abort message, and the set-up. A hang detector, not a timing."""
+    return case["connect_timeout"] + 4 * case["timeout"] + 3.0
+
+
+def run_case(victim, case, secret=SECRET):
+    """Run one case; (result dict, None) if it passed, (result or None, why) if not."""
+    lim = bound(case)
+    victim.start(case)
+    peer, res = None, None
+    port = victim.listening(lim)
+    try:
+        if port is None:
+            pass  # rank 0 ended the case before listening: its CASE line says why
+        elif case["kind"] == "die-boot":
+            case["how"] = die_in_bootstrap(port, random.Random(case["seed"]), secret,
+                                           case["connect_timeout"])
+        else:
+            try:
+                peer = FuzzPeer(port, secret, case["rails"], case["connect_timeout"])
+            except Exception as exc:  # noqa: BLE001 - rank 0 failed first: its line says
+                case["peer_error"] = repr(exc)
+            if peer is not None:
+                play(peer, case, time.monotonic() + 3 * case["timeout"], victim.done)
+                if case["then"] == "silent" or case["kind"] == "stall":
+                    res = victim.result(lim)  # stay connected, send nothing more
+    finally:
+        if peer is not None:
+            peer.close()
+    if res is None:
+        res = victim.result(lim)
+    if res is None:
+        return None, "crash: the real rank died"
+    if res == "hang":
+        return None, "hang: no outcome within the bound"
+    if res["case"] != case["case"]:
+        return res, f"out of step: outcome of case {res['case']}"
+    if victim.asan and not res["engine"].startswith(victim.asan["TEST_FUZZ_ASAN_BUILD"]):
+        return res, "not the sanitizer build"
+    if res["outcome"].startswith("UNCLEAN"):
+        return res, "unclean: not a nezha error"
+    if not res["guards"]:
+        return res, "guards: bytes written outside the user's buffer"
+    if res["secs"] >= lim:
+        return res, "slow: no error within the bound"
+    return res, None
+
+
+def _worker(args, job):
+    """Cases job, job + jobs, ... < cases against one real rank; one JSON line per case."""
+    secret = bytes.fromhex(f"{job + 1:02x}" * 32)
+    out = open(args.out, "a", buffering=1)
+    log_path = args.out + ".victim.log"
+    victim = Victim(log_path, secret, args.asan)
+    kinds = args.kinds.split(",") if args.kinds else None
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver says when to stop
+    todo = [args.only] if args.only is not None else range(job, args.cases, args.jobs)
+    try:
+        for i in todo:
+            if stop:
+                break
+            case = case_for(args.seed, i, args.rails, kinds, args.timeout, args.connect)
+            t0 = time.monotonic()
+            res, why = run_case(victim, case, secret)
+            line = dict(case=i, kind=case["kind"], coll=case["coll"], rails=case["rails"],
+                        outcome=res["outcome"] if isinstance(res, dict) else None,
+                        secs=res["secs"] if isinstance(res, dict) else None,
+                        setup=res.get("setup_s") if isinstance(res, dict) else None,
+                        close=res.get("close_s") if isinstance(res, dict) else None,
+                        wall=round(time.monotonic() - t0, 3))
+            if why:
+                line.update(failure=why, case_spec=case, result=res)
+                if why.startswith(("crash", "hang")):
+                    line["stacks"] = victim.stacks()
+                    victim.close()
+                    victim = Victim(log_path, secret, args.asan)
+            out.write(json.dumps(line) + "\n")
+    finally:
+        victim.close()
+        out.close()
+
+
+def summarize(lines):
+    by_kind = collections.defaultdict(collections.Counter)
+    outcomes = collections.Counter()
+    failures = []
+    worst = 0.0
+    for d in lines:
+        if d.get("failure"):
+            failures.append({k: d.get(k) for k in ("case", "kind", "coll", "rails", "failure",
+                                                   "outcome", "case_spec", "result")})
+        o = d["outcome"] or d["failure"].split(":")[0]
+        by_kind[d["kind"]][o] += 1
+        outcomes[o] += 1
+        worst = max(worst, d["secs"] or 0.0)
+    return dict(cases=len(lines), outcomes=dict(outcomes.most_common()),
+                by_kind={k: dict(v.most_common()) for k, v in sorted(by_kind.items())},
+                failures=failures, worst_case_s=worst,
+                crashes=sum(f["failure"].startswith("crash") for f in failures),
+                hangs=sum(f["failure"].startswith("hang") for f in failures))
+
+
+def table(summary):
+    cols = list(summary["outcomes"])
+    rows = [["kind", *cols, "all"]]
+    for k, c in summary["by_kind"].items():
+        rows.append([k, *[str(c.get(o, "")) for o in cols], str(sum(c.values()))])
+    rows.append(["all", *[str(summary["outcomes"][o]) for o in cols], str(summary["cases"])])
+    w = [max(len(r[j]) for r in rows) for j in range(len(rows[0]))]
+    return "\n".join("  ".join(x.rjust(w[j]) if j else x.ljust(w[j]) for j, x in enumerate(r))
+                     for r in rows)
+
+
+def _read_lines(paths):
+    lines = []
+    for p in paths:
+        try:
+            with open(p) as f:
+                for raw in f:
+                    if raw.endswith("\n"):
+                        lines.append(json.loads(raw))
+        except FileNotFoundError:
+            pass
+    return lines
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Fuzz a real rank 0 with a hostile rank 1.")
+    ap.add_argument("--cases", type=int, default=1000)
+    ap.add_argument("--seed", type=int, default=18)
+    ap.add_argument("--jobs", type=int, default=2, help="real ranks and peers in parallel")
+    ap.add_argument("--rails", type=int, choices=(1, 2), help="default: 1 or 2 per case")
+    ap.add_argument("--kinds", help="comma-separated mutation kinds (default: all)")
+    ap.add_argument("--timeout", type=float, default=TIMEOUT, help="rank 0's NEZHA_TIMEOUT")
+    ap.add_argument("--connect", type=float, default=CONNECT)
+    ap.add_argument("--asan", help="run rank 0 on this sanitizer build (make asan: build/asan)")
+    ap.add_argument("--report", help="JSON summary, rewritten as the run goes")
+    ap.add_argument("--minutes", type=float, help="stop after this long (partial counts kept)")
+    ap.add_argument("--only", type=int, help="run case ONLY of the seed alone")
+    ap.add_argument("--work", default=None, help="directory of the per-case lines")
+    ap.add_argument("--worker", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker is not None:
+        return _worker(args, args.worker)
+    if args.only is not None:
+        args.jobs = 1
+    work = args.work or f"/tmp/nezha-fuzz-{args.seed}-{os.getpid()}"
+    os.makedirs(work, exist_ok=True)
+    outs = [os.path.join(work, f"job{j}.jsonl") for j in range(args.jobs)]
+    cmd = [sys.executable, os.path.abspath(__file__)] + [a for a in (argv or sys.argv[1:])]
+    procs = [subprocess.Popen(cmd + ["--worker", str(j), "--out", outs[j]]) for j in range(args.jobs)]
+    t0 = time.monotonic()
+    stopping = []
+    signal.signal(signal.SIGINT, lambda *_: stopping.append(1))
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
+
+    def write(final):
+        s = summarize(_read_lines(outs))
+        s.update(command=" ".join(["python tests/fuzzpeer.py"] + (argv or sys.argv[1:])),
+                 seed=args.seed, planned=args.cases if args.only is None else 1,
+                 jobs=args.jobs, seconds=round(time.monotonic() - t0, 1), final=final,
+                 asan=bool(args.asan), timeout=args.timeout, work=work)
+        if args.report:
+            tmp = args.report + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump(s, f, indent=1)
+            os.replace(tmp, args.report)
+        return s
+
+    last = 0.0
+    while any(p.poll() is None for p in procs):
+        time.sleep(0.5)
+        over = args.minutes is not None and time.monotonic() - t0 > 60 * args.minutes
+        if (stopping or over) and not any(getattr(p, "_stopped", 0) for p in procs):
+            for p in procs:
+                if p.poll() is None:
+                    p.send_signal(signal.SIGTERM)  # finish the case at hand, then stop
+                p._stopped = 1
+        if time.monotonic() - last > 10:
+            last = time.monotonic()
+            s = write(False)
+            print(f"[{s['seconds']:.0f} s] {s['cases']} cases, {len(s['failures'])} failures",
+                  flush=True)
+    s = write(True)
+    print(table(s))
+    print(f"{s['cases']} cases in {s['seconds']:.0f} s; {s['crashes']} crashes, {s['hangs']} "
+          f"hangs, {len(s['failures'])} failures; worst case {s['worst_case_s']:.2f} s")
+    for f in s["failures"][:20]:
+        print("FAILURE", json.dumps(f)[:2000])
+    return 1 if s["failures"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -11,7 +11,6 @@ import collections
 import json
 import os
 import random
-import select
 import signal
 import socket
 import subprocess
@@ -20,18 +19,14 @@ import time
 
 import pytest
 
-from nezha.bootstrap import auth
-from nezha.rails.tcp.connect import establish
 from tests import fuzzpeer
-from tests.spawn import free_port
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VICTIM = os.path.join(ROOT, "tests", "workers", "fuzz_victim.py")
-SECRET = bytes.fromhex("5e" * 32)
+ROOT = fuzzpeer.ROOT
+SECRET = fuzzpeer.SECRET
 SEED = int(os.environ.get("TEST_FUZZ_SEED", "18"))
 SECONDS = float(os.environ.get("TEST_FUZZ_SECONDS", "6"))
-TIMEOUT = 0.5          # the real rank's NEZHA_TIMEOUT in a case
-CONNECT = 3.0          # its NEZHA_CONNECT_TIMEOUT
+TIMEOUT = fuzzpeer.TIMEOUT    # the real rank's NEZHA_TIMEOUT in a case
+CONNECT = fuzzpeer.CONNECT    # its NEZHA_CONNECT_TIMEOUT
 # a case must end within this (a hang otherwise): the run's deadline, the vote's, the wait
 # for a peer's abort message, and the set-up
 BOUND = CONNECT + 4 * TIMEOUT + 3.0
@@ -39,168 +34,28 @@ BOUND = CONNECT + 4 * TIMEOUT + 3.0
 
 def asan_env():
     """Environment that runs the victim on the sanitizer build, if asked for."""
-    d = os.environ.get("TEST_FUZZ_ASAN")
-    if not d:
-        return {}
-    d = os.path.join(ROOT, d) if not os.path.isabs(d) else d
-    libasan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True,
-                             text=True).stdout.strip()
-    libubsan = subprocess.run(["gcc", "-print-file-name=libubsan.so"], capture_output=True,
-                              text=True).stdout.strip()
-    return {"PYTHONPATH": d + os.pathsep + ROOT, "LD_PRELOAD": f"{libasan} {libubsan}",
-            # Python's own allocations are not ours to report; errors end the process
-            "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=0:exitcode=86",
-            "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1:exitcode=87",
-            "TEST_FUZZ_ASAN_BUILD": d}
-
-
-class Victim:
-    """The real rank, kept running across cases."""
-
-    def __init__(self, tmp_path):
-        env = dict(os.environ, PYTHONPATH=ROOT, NEZHA_JOB_SECRET=SECRET.hex())
-        for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "NEZHA_FAULTS",
-                  "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"):
-            env.pop(k, None)
-        env.update(asan_env())
-        self.log = tmp_path / "victim.log"
-        self.errf = open(self.log, "w")
-        self.p = subprocess.Popen([sys.executable, "-X", "faulthandler", VICTIM], env=env,
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=self.errf, text=True, bufsize=1)
-
-    def start(self, case):
-        self.p.stdin.write(json.dumps(case) + "\n")
-        self.p.stdin.flush()
-
-    def result(self, wait):
-        end = time.monotonic() + wait
-        while time.monotonic() < end:
-            r, _, _ = select.select([self.p.stdout], [], [], max(0.0, end - time.monotonic()))
-            if not r:
-                break
-            line = self.p.stdout.readline()
-            if not line:
-                return None  # it died
-            if line.startswith("CASE "):
-                return json.loads(line[5:])
-        return "hang"
-
-    def stacks(self):
-        if self.p.poll() is None:
-            self.p.send_signal(signal.SIGABRT)  # faulthandler prints every thread
-            try:
-                self.p.wait(5)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-        self.errf.flush()
-        return self.log.read_text()[-8000:]
-
-    def close(self):
-        if self.p.poll() is None:
-            try:
-                self.p.stdin.write("quit\n")
-                self.p.stdin.flush()
-                self.p.wait(10)
-            except (OSError, subprocess.TimeoutExpired):
-                self.p.kill()
-                self.p.wait()
-        self.errf.close()
+    return fuzzpeer.asan_env(os.environ.get("TEST_FUZZ_ASAN"))
 
 
 @pytest.fixture
 def victim(tmp_path):
-    v = Victim(tmp_path)
+    v = fuzzpeer.Victim(tmp_path / "victim.log", SECRET, os.environ.get("TEST_FUZZ_ASAN"))
     yield v
     v.close()
 
 
-def die_in_bootstrap(port, rng):
-    """Rank 1 that authenticates to the rendezvous and then misbehaves or dies."""
-    how = rng.choice(("close", "biglen", "badjson", "wrongshape", "wronground", "half"))
-    deadline = time.monotonic() + CONNECT
-    while True:
-        try:
-            conns = establish(1, SECRET, [], {(0, 1, auth.PURPOSE_STORE): ("127.0.0.1", port, None)},
-                              set(), CONNECT)
-            break
-        except Exception:  # noqa: BLE001 - not listening yet
-            if time.monotonic() > deadline:
-                return how
-            time.sleep(0.05)
-    s = conns[(0, 1, auth.PURPOSE_STORE)]
-    s.setblocking(True)
-    try:
-        if how == "biglen":
-            s.sendall((2**31).to_bytes(4, "little"))
-        elif how == "badjson":
-            s.sendall((9).to_bytes(4, "little") + b"{not json")
-        elif how == "wrongshape":
-            data = json.dumps(rng.choice([[1, 42], [1, {"rails": 7}], [1, None], 5, [1, {
-                "host": "x", "pid": 1, "host_id": "h", "shm": False, "shm_tag": "t",
-                "rails": [{"name": "loop0", "addr": 5, "port": "no"}]}]])).encode()
-            s.sendall(len(data).to_bytes(4, "little") + data)
-            time.sleep(0.3)
-        elif how == "wronground":
-            data = json.dumps([7, {}]).encode()
-            s.sendall(len(data).to_bytes(4, "little") + data)
-        elif how == "half":
-            s.sendall((100).to_bytes(4, "little") + b"[1, {")
-    except OSError:
-        pass
-    s.close()
-    return how
-
-
 def run_fuzz(victim, seconds, seed, rails=None, kinds=None, max_cases=None):
     """Cases until seconds pass; returns (Counter of outcomes by kind, cases, worst secs)."""
-    rng = random.Random(seed)
     counts = collections.Counter()
     worst = 0.0
     t_end = time.monotonic() + seconds
     i = 0
     while time.monotonic() < t_end and (max_cases is None or i < max_cases):
-        case = fuzzpeer.make_case(rng, i, rails)
-        if kinds:
-            case["kind"] = rng.choice(kinds)
-        if case["coll"] == "recv" and case["kind"] not in (
-                "random", "recv-hdr", "trunc", "die-mid", "stall", "die-boot"):
-            case["kind"] = "recv-hdr"
-        case.update(port=free_port(), timeout=TIMEOUT, connect_timeout=CONNECT)
-        victim.start(case)
-        peer, res = None, None
-        try:
-            if case["kind"] == "die-boot":
-                case["how"] = die_in_bootstrap(case["port"], rng)
-            else:
-                try:
-                    peer = fuzzpeer.FuzzPeer(case["port"], SECRET, case["rails"], CONNECT)
-                except Exception as exc:  # noqa: BLE001 - rank 0 failed first: its line says
-                    case["peer_error"] = repr(exc)
-                if peer is not None:
-                    fuzzpeer.play(peer, case, time.monotonic() + 3 * TIMEOUT)
-                    if case["then"] == "silent":  # stay connected, send nothing more
-                        res = victim.result(BOUND)
-                        peer.close()
-                        peer = None
-            if peer is not None:
-                peer.close()
-                peer = None
-            if res is None:
-                res = victim.result(BOUND)
-        finally:
-            if peer is not None:
-                peer.close()
-        if res is None:
-            pytest.fail(f"the real rank died in case {case}:\n{victim.stacks()}")
-        if res == "hang":
-            pytest.fail(f"the real rank hung in case {case}:\n{victim.stacks()}")
-        assert res["case"] == i, (res, case)
-        if os.environ.get("TEST_FUZZ_ASAN"):  # really the sanitizer build
-            assert res["engine"].startswith(asan_env()["TEST_FUZZ_ASAN_BUILD"]), res
-        assert not res["outcome"].startswith("UNCLEAN"), (case, res)
-        assert res["guards"], ("bytes written outside the user's buffer", case, res)
-        assert res["secs"] < BOUND, ("no error within the bound", case, res)
+        case = fuzzpeer.case_for(seed, i, rails, kinds, TIMEOUT, CONNECT)
+        res, why = fuzzpeer.run_case(victim, case, SECRET)
+        if why is not None and why.startswith(("crash", "hang")):
+            pytest.fail(f"{why} in case {case} (seed {seed}):\n{victim.stacks()}")
+        assert why is None, (why, case, res)
         worst = max(worst, res["secs"])
         counts[(case["kind"], res["outcome"])] += 1
         i += 1
@@ -249,10 +104,10 @@ def test_vote_naming_a_dead_channel_is_not_a_spin(victim):
     and then counted it as news on every pass, looping without looking at the deadline: a
     hang at 100 % CPU instead of an error (include/nezha/nezha_engine.h, nz_check_silence)."""
     case = dict(case=0, coll="allreduce_oop", dtype="float64", count=267560, kind="vote-slice0",
-                rails=2, seed=1, then="silent", heartbeat=True, port=free_port(),
+                rails=2, seed=1, then="silent", heartbeat=True, port=0,
                 timeout=TIMEOUT, connect_timeout=CONNECT)
     victim.start(case)
-    peer = fuzzpeer.FuzzPeer(case["port"], SECRET, 2, CONNECT)
+    peer = fuzzpeer.FuzzPeer(victim.listening(BOUND), SECRET, 2, CONNECT)
     try:
         fuzzpeer.play(peer, case, time.monotonic() + 3 * TIMEOUT)
         res = victim.result(BOUND)

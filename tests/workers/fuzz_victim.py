@@ -3,7 +3,9 @@ is the fuzz peer (tests/fuzzpeer.py). It stays up across cases: each line on std
 case (JSON); for each it builds a communicator, runs one collective on a buffer with a guard
 region on each side, and prints one line 'CASE {json}' with the outcome: "ok", the nezha
 exception's class, or "UNCLEAN <type>" for anything else; whether the guards held; seconds.
-A crash shows as the process ending without a line.
+A crash shows as the process ending without a line. Before it, 'LISTEN <case> <port>' once
+the rendezvous listens (port 0 in the case: the system picks one) and 'DONE <case>' once the
+collective has returned or raised, before the communicator is closed (tests/fuzzpeer.py).
 
     fuzz_victim.py            (stdin: {"case", "port", "rails", "coll", "count", "dtype",
                                "timeout"} per line; "quit" ends it)
@@ -38,17 +40,21 @@ def guards_ok(whole):
 def run(case):
     n, dt = case["count"], np.dtype(case["dtype"])
     boot_t = case.get("connect_timeout", 5.0)
-    t0 = time.monotonic()
+    t0 = t_start = time.monotonic()
+    t_setup = None
     comm = None
     bufs = []
     outcome, msg = "ok", ""
     try:
         boot = EnvBootstrap(0, 2, "127.0.0.1", case["port"], SECRET, local_rank=0,
                             timeout=boot_t)
+        boot.port = boot.listener.getsockname()[1]  # port 0: the system's choice
+        print(f"LISTEN {case['case']} {boot.port}", flush=True)
         comm = nezha.Communicator(boot, timeout=case["timeout"], config={
             "RAILS": "loop", "LOOP_RAILS": str(case["rails"]), "CONNECT_TIMEOUT": str(boot_t),
             "RAIL_TIMEOUT": str(case.get("rail_timeout", 0.25)), "HEARTBEAT": "0.02"})
         t0 = time.monotonic()
+        t_setup = t0 - t_start
         coll = case["coll"]
         es = dt.itemsize
         if coll == "allreduce":
@@ -90,7 +96,9 @@ def run(case):
         outcome, msg = type(exc).__name__, str(exc)[:300]
     except Exception as exc:  # noqa: BLE001 - what the harness is here to find
         outcome, msg = f"UNCLEAN {type(exc).__name__}", traceback.format_exc()[-1500:]
-    secs = time.monotonic() - t0
+    t1 = time.monotonic()
+    secs = t1 - t0
+    print(f"DONE {case['case']}", flush=True)  # the peer may stop now (before our close)
     try:
         if comm is not None:
             comm.close()
@@ -99,6 +107,8 @@ def run(case):
     except Exception as exc:  # noqa: BLE001
         outcome, msg = f"UNCLEAN close {type(exc).__name__}", traceback.format_exc()[-1500:]
     return dict(case=case["case"], outcome=outcome, msg=msg, secs=round(secs, 3),
+                setup_s=None if t_setup is None else round(t_setup, 3),
+                close_s=round(time.monotonic() - t1, 3),
                 guards=all(guards_ok(w) for w in bufs), engine=nezha._core.engine.__file__)
 
 
