@@ -487,10 +487,119 @@ def test_recv_any_source(n, name):
         assert res["result"][name] == "ok", f"rank {r}/{n}: {res['result'][name]}"
 
 
+# ---- overlap (issue 14): Works return at once and complete by themselves during backward ---
+# The ranks run _overlap_rank below. Order and state only, no timing: a rank that must not
+# have joined yet waits for a store key the other rank sets after its checks.
+
+def _overlap_rank(rank, n):
+    import time
+    from datetime import timedelta
+    import torch.nn as nn
+    import torch.nn.functional as F
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    from nezha.torch import ProcessGroupNezha
+    from tests.workers.torch_ranks import recorder
+    res = {}
+    check = recorder(res, limit=4, after=dist.barrier)
+    store = dist.distributed_c10d._get_default_store()
+
+    def two_in_flight_before_peer_joins():
+        # rank 0 queues two allreduces while rank 1 has not called its own (it waits for
+        # "go", which rank 0 sets only after its checks): both calls must return at once
+        # (a backend that blocked until completion would never get to "go") and both Works
+        # be pending, the second queued behind the first; then both complete, in order.
+        a = torch.full((1 << 20,), float(rank + 1))
+        b = torch.full((1 << 18,), float(10 * (rank + 1)))
+        if rank != 0:
+            store.wait(["nz14/go"], timedelta(seconds=30))
+        wa = dist.all_reduce(a, async_op=True)
+        wb = dist.all_reduce(b, async_op=True)
+        fa, fb = wa.get_future(), wb.get_future()
+        if rank == 0:
+            state = (wa.is_completed(), wb.is_completed(), fa.done(), fb.done())
+            assert state == (False,) * 4, f"completed before rank 1 joined: {state}"
+            order = []
+            fa.then(lambda f: order.append("a"))
+            fb.then(lambda f: order.append("b"))
+            store.set("nz14/go", "1")
+        wb.wait(timeout=timedelta(seconds=30))
+        assert wa.is_completed(), "the second allreduce completed before the first"
+        want = float(sum(range(1, n + 1)))
+        assert torch.equal(a, torch.full_like(a, want)), a[:4]
+        assert torch.equal(b, torch.full_like(b, 10 * want)), b[:4]
+        if rank == 0:
+            deadline = time.monotonic() + 30
+            while len(order) < 2 and time.monotonic() < deadline:  # then() runs on the
+                time.sleep(0.001)                                # completion thread
+            assert order == ["a", "b"], order
+
+    def ddp_bucket_completes_during_backward():
+        # DDP with one bucket per layer: inside backward, in a hook on the first layer's
+        # weight (its gradient comes last), the buckets DDP issued so far must complete
+        # while backward is still running on every rank (their Works complete by
+        # themselves; nobody waits on them before the end of backward).
+        torch.manual_seed(0)
+        width, depth = 256, 4
+        model = nn.Sequential(*[nn.Linear(width, width) for _ in range(depth)])
+        ddp = DDP(model, bucket_cap_mb=0.2)  # a layer is 0.25 MiB: one bucket each
+        works, seen = [], {}
+        orig = ProcessGroupNezha.allreduce
+
+        def allreduce(self, tensors, opts=None):
+            w = orig(self, tensors, opts)
+            works.append(w)
+            return w
+
+        def hook(grad):
+            seen["issued"] = len(works)
+            if not works:
+                return grad
+            deadline = time.monotonic() + 30
+            while not works[0].is_completed() and time.monotonic() < deadline:
+                time.sleep(0.001)
+            seen["first_done"] = works[0].is_completed()
+            seen["done"] = sum(w.is_completed() for w in works)
+            return grad
+
+        ProcessGroupNezha.allreduce = allreduce
+        try:
+            x = torch.randn(8, width)
+            # the first step puts the first 1 MiB of gradients in one bucket (torch's
+            # first-bucket cap); DDP rebuilds its buckets after it: one per layer from then on
+            F.mse_loss(ddp(x + rank), torch.zeros(8, width)).backward()
+            for step in range(2):
+                works.clear()
+                seen.clear()
+                h = model[0].weight.register_hook(hook)
+                F.mse_loss(ddp(x + rank), torch.zeros(8, width)).backward()
+                h.remove()
+                assert seen.get("issued", 0) >= 2, f"step {step}: {seen}: DDP issued " \
+                    "fewer than 2 buckets before the first layer's gradient"
+                assert seen["first_done"], f"step {step}: {seen}: the first bucket did " \
+                    "not complete while backward ran"
+                assert all(w.is_completed() for w in works), f"step {step}: {seen}"
+        finally:
+            ProcessGroupNezha.allreduce = orig
+
+    check("two_in_flight_before_peer_joins", two_in_flight_before_peer_joins)
+    check("ddp_bucket_completes_during_backward", ddp_bucket_completes_during_backward)
+    return res
+
+
+OVERLAP_CHECKS = ["two_in_flight_before_peer_joins", "ddp_bucket_completes_during_backward"]
+
+
+@pytest.mark.parametrize("name", OVERLAP_CHECKS)
+def test_overlap_async_works(name):
+    for r, res in enumerate(run(2, "overlap", timeout=90, worker=os.path.abspath(__file__))):
+        assert res["result"][name] == "ok", f"rank {r}/2: {res['result'][name]}"
+
+
 if __name__ == "__main__":  # one rank of a scenario above (run() starts it)
     from datetime import timedelta as _td
     import nezha.torch  # noqa: F401
     dist.init_process_group("nezha", timeout=_td(seconds=40))
-    _out = {"p2p": _p2p_rank, "anysrc": _anysrc_rank}[sys.argv[1]](dist.get_rank(), dist.get_world_size())
+    _out = {"p2p": _p2p_rank, "anysrc": _anysrc_rank,
+            "overlap": _overlap_rank}[sys.argv[1]](dist.get_rank(), dist.get_world_size())
     print("RESULT " + json.dumps({"result": _out}), flush=True)
     dist.destroy_process_group()
