@@ -62,7 +62,7 @@ def draw(rng, size, max_bytes):
 
 
 def run_one(comm, spec, seed):
-    """Run one collective; returns (wrong, nbytes)."""
+    """Run one collective; returns (what was wrong or None, nbytes)."""
     import numpy as np
 
     from nezha.types import ReduceOp, numpy_dtype
@@ -71,7 +71,7 @@ def run_one(comm, spec, seed):
     r, size = comm.rank, comm.size
     if name == "barrier":
         comm.barrier()
-        return 0, 0
+        return None, 0
     if name in ("allgather", "broadcast"):
         op = ReduceOp.SUM
     if name in ("reduce_scatter", "alltoall"):
@@ -110,10 +110,27 @@ def run_one(comm, spec, seed):
         want = np.concatenate([ins[k][r * n:(r + 1) * n] for k in range(size)])
     try:
         oracle.assert_result(got, want, dt, op)
-        bad = 0
+        bad = None
     except AssertionError:
-        bad = 1
+        bad = _mismatch(got, want, n)
     return bad, mine.nbytes
+
+
+def _mismatch(got, want, n):
+    """What a wrong result looks like: how many elements, where, a few values (JSON)."""
+    import numpy as np
+    g, w = np.atleast_1d(got).view(np.uint8), np.atleast_1d(want).view(np.uint8)
+    if g.shape != w.shape:
+        return dict(shape=[list(got.shape), list(want.shape)])
+    isz = got.itemsize
+    diff = (g != w).reshape(-1, isz).any(axis=1)
+    idx = np.flatnonzero(diff)
+    if not len(idx):  # equal bytes but unequal values (NaN) or AVG out of tolerance
+        return dict(n_bad=0, note="bytes equal; tolerance or NaN")
+    sample = [[int(k), repr(got.flat[k].item()), repr(want.flat[k].item())] for k in idx[:4]]
+    return dict(n_bad=int(len(idx)), of=int(got.size), per_rank=int(n),
+                first=int(idx[0]), last=int(idx[-1]), sample=sample,
+                fill=int(np.count_nonzero(g.reshape(-1, isz)[idx] == 0x55)))
 
 
 def worker(args):
@@ -173,11 +190,12 @@ def worker(args):
                 bad, nbytes = run_one(comm, spec, args.seed + i)
                 t1 = time.time()
                 cur["t0"] = None
-                if bad:
-                    wrong.append([i, what])
                 alive = sum(1 << c for c, ok in enumerate(comm.planner.alive) if ok)
                 if comm._ina is not None:  # --ina: TCP on rail0 (bit 0), the INA rail as bit 1
                     alive = (alive & 1) | (2 if comm._ina.alive else 0)
+                if bad is not None:
+                    wrong.append([i, what, dict(bad, t0=t0, t1=t1, alive=alive,
+                                                before=rows[-1][4] if rows else None)])
                 rows.append([t0, t1, name, nbytes, alive])
                 if me == 0 and alive != told:  # for the controller: only changes
                     with open(args.stop + ".alive.tmp", "w") as f:
@@ -246,7 +264,7 @@ def analyse(ranks, failures, t_start, t_end):
         median_extra_ms=round(statistics.median(worst), 1) if worst else 0.0,
         by_kind=kinds, wrong=wrong, hangs=hangs, errors=errors,
         # which collectives were wrong: (rank, index, what); the per-rank records are removed
-        wrong_list=[[r["rank"], i, what] for r in ranks for i, what in r["wrong"]],
+        wrong_list=[[r["rank"], *w] for r in ranks for w in r["wrong"]],
         rail_events={e: sum(1 for x in events if x.get("event") == e)
                      for e in sorted({x.get("event") for x in events})},
         failure_list=failures)
@@ -341,8 +359,9 @@ def controller(lab, minutes, seed, stop_evt, failures, ina=False, log=print, ali
 
 
 def soak(lab, minutes, seed=18, max_bytes=4 << 20, hang_s=90.0, ina=False, tmp="/tmp",
-         env_extra=None, log=print):
-    """Run the soak in a running lab; returns the summary (see analyse)."""
+         env_extra=None, log=print, log_path=None):
+    """Run the soak in a running lab; returns the summary (see analyse); log_path keeps
+    every rank's output."""
     tag = f"{tmp}/nzsoak-{os.getpid()}-{seed}"
     stop, out = tag + ".stop", tag
     np_ = lab.hosts * lab.ranks_per_host
@@ -395,6 +414,10 @@ def soak(lab, minutes, seed=18, max_bytes=4 << 20, hang_s=90.0, ina=False, tmp="
     summary = analyse(ranks, failures, t_start, t_end)
     summary["returncode"] = None if res is None else res.returncode
     summary["seed"], summary["minutes"] = seed, minutes
+    if log_path and res is not None:  # every rank's log, for a post-mortem
+        with open(log_path, "w") as f:
+            f.write((res.stdout or "") + (res.stderr or ""))
+        summary["log"] = log_path
     if res is None or res.returncode != 0 or summary["errors"] or summary["hangs"]:
         summary["output_tail"] = ((res.stdout or "")[-3000:] + (res.stderr or "")[-3000:]
                                   if res is not None else "job did not end")
@@ -437,6 +460,7 @@ def main():
     p.add_argument("--max-mib", type=float, default=4.0, help="largest buffer per rank")
     p.add_argument("--hang-s", type=float, default=90.0,
                    help="a collective taking longer is a hang (watchdog)")
+    p.add_argument("--log", help="write every rank's output (logs) to this file")
     add_lab_args(p, "rail0 TCP + an INA service on rail1 (NEZHA_RAILS=tcp,shm,ina); cuts, "
                  "flaps and the slowdown hit rail1 only", "soak.json")
     args = p.parse_args()
@@ -446,7 +470,7 @@ def main():
     lab = lab_from_args(args, "nzsoak")
     try:
         s = soak(lab, args.minutes, args.seed, int(args.max_mib * (1 << 20)), args.hang_s,
-                 args.ina)
+                 args.ina, log_path=args.log)
     finally:
         lab.down()
     s["args"] = dict(vars(args))

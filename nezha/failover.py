@@ -146,8 +146,14 @@ class Failover:
         broadcast and reduce while small, which then run as allreduces; a tree's root could
         run ahead), whole on one channel, small.
         Decided from what every rank knows alike (the plan, the planner's channels); while
-        a rail is down every collective votes, which is also what re-admits it."""
+        a rail is down every collective votes, which is also what re-admits it.
+        Not one of no elements (a barrier excepted): its zero-byte ops count as done before
+        the peer's header arrives, so nothing chains through the ranks (a recursive
+        doubling rank hears only its log2(n) partners) and ranks ran a collective ahead
+        of one still stuck, having dropped the input it needed re-run (the 30-minute soak:
+        "ranks need collective k re-run but this rank kept no input for it")."""
         return (req.retarget is not None and len(plan.slices) == 1 and all(self.c.planner.alive)
+                and (req.spec[3] > 0 or req.spec[0] == _eng.COLL_BARRIER)
                 and (src is None or src.nbytes <= LAZY_MAX_BYTES))
 
     def _vote(self, req, coll, mask, flags):
@@ -287,8 +293,12 @@ class Failover:
             _voted_slices(table, k, len(self.c._st.pending[3].slices), self.c.rank,
                           f"collective {k}")
         if self.c._st.pending is None or self.c._st.pending[0] != k:
+            kept = self.c._st.pending
+            kept = "none" if kept is None else f"collective {kept[0]} ({kept[2].name} #{kept[1]})"
             raise NezhaError(f"nezha: rank {self.c.rank}: internal error: ranks need collective "
-                             f"{k} re-run but this rank kept no input for it")
+                             f"{k} re-run but this rank kept no input for it (it is in "
+                             f"collective {self.c._st.ncoll}, during {req.name} #{req.seq}; "
+                             f"kept: {kept}; vote table {table})")
         _, seq, tmpl, pplan, psnap = self.c._st.pending  # tmpl: the call's Request, or the
         # one the fast path's entry was made from (same buffers, only seq differs)
         preq = types.SimpleNamespace(name=tmpl.name, seq=seq, spec=tmpl.spec)
@@ -425,9 +435,7 @@ class Failover:
             log.warn("HEALTH", f"rail {name} failed during {req.name} #{req.seq} "
                      f"({w}{'' if p is None else f' with rank {p}'}); rerouting to "
                      f"{[self.c._mesh.chan_name(x) for x, a in enumerate(self.c.planner.alive) if a]}")
-        self.c._forget_plans()
-        self.c.planner.model.set_channels(self.c.planner.alive)
-        self.c._engine.set_live_rails(self._live_rails())
+        self._alive_changed()
         if not any(self.c.planner.alive) and heard_now:
             # every rank decides this from the same vote table
             self._readmit(heard_now, req, "at once: it was the last rail left")
@@ -457,6 +465,11 @@ class Failover:
                                  "down_s": None if down is None else time.time() - down["time"]})
             log.warn("HEALTH", f"rail {name} answers again: re-admitted ({how}) after "
                      f"{req.name} #{req.seq}")
+        self._alive_changed()
+
+    def _alive_changed(self):
+        """The planner's channels changed: no cached plan holds, the model plans on the live
+        ones, and the engine's silence rules know which rails are left."""
         self.c._forget_plans()
         self.c.planner.model.set_channels(self.c.planner.alive)
         self.c._engine.set_live_rails(self._live_rails())

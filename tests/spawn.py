@@ -1,6 +1,7 @@
 """Start N ranks as plain processes with a torchrun-style environment (no MPI)."""
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -10,8 +11,24 @@ WORKER = os.path.join(ROOT, "tests", "workers", "scenarios.py")
 
 
 def free_port():
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket() as s:
+    """A TCP port free on 127.0.0.1 right now, below the kernel's ephemeral range: a port
+    the kernel hands out (bind to 0) can be taken again by any outgoing connection before
+    the rank binds it (EADDRINUSE when other tests or jobs connect a lot)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    rng = random.SystemRandom()
+    for _ in range(100):
+        port = rng.randrange(10000, max(low, 10001))
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:  # the range is full: take what the kernel gives
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 

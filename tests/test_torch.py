@@ -7,7 +7,6 @@ and NEZHA_SOCKET_IFNAME=lo; each run has a timeout, so nothing here can hang.
 """
 import json
 import os
-import socket
 import subprocess
 import sys
 import types
@@ -26,9 +25,8 @@ _runs = {}
 
 
 def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    from tests.spawn import free_port
+    return free_port()
 
 
 def run(n, scenario, timeout=60, worker=WORKER):
