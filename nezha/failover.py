@@ -163,7 +163,7 @@ class Failover:
         # vote that would leave no rail takes one of those back at once). The vote ANDs them.
         heard = self.c._engine.heard_rails(nrails, self.c.rank, self.readmit_s)
         if nrails <= 32:
-            heard |= self.c._engine.heard_rails(nrails, self.c.rank, 0.0) << 32
+            heard |= self._heard_lately(nrails) << 32
         deadline = _eng.now_ns() + int(min(self.c.timeout, 1e9) * 1e9)
         while True:
             rc, table, iheard = self.c._engine.vote(self.c.rank, self.c._st.votes & 0xFFFFFFFF, coll,
@@ -182,6 +182,27 @@ class Failover:
             raise PeerError(f"nezha: rank {self.c.rank}: rank {bad} voted for collective "
                             f"{table[bad][0]} during {req.name} #{req.seq}", peer=bad)
         return table, iheard
+
+    def _heard_lately(self, nrails):
+        """Rails on which this rank heard every peer within the peer-lost wait (max(1 s,
+        2 x NEZHA_RAIL_TIMEOUT)): the ones a vote that would leave no rail may take back.
+        Not RAIL_TIMEOUT: with more ranks than cores a healthy rail's heartbeats can be that
+        late on some rank, and the AND over all ranks then kept every rail out (a soak on a
+        loaded machine: a rail given up for a starved peer, then the real cut of the other
+        one ended the job). A rail really cut that long ago is given up again by the next
+        vote; one cut more recently costs one more vote."""
+        lost = max(1.0, 2.0 * self.c.config["RAIL_TIMEOUT"])
+        m = 0
+        for r in range(nrails):
+            ok = True
+            for p in range(self.c.size):
+                if p != self.c.rank:
+                    quiet, closed = self.c._engine.rail_silence(r, p)
+                    if closed or quiet > lost:
+                        ok = False
+                        break
+            m |= ok << r
+        return m
 
     def agree(self, req, s, plan, ranges, src, rc, lazy):
         """Vote on this run; re-run what some rank could not finish. Returns the plan of
