@@ -1,6 +1,7 @@
 """Communicator: the user's object. Checks arguments, numbers collectives, runs them."""
 import collections
 import math
+import weakref
 
 import numpy as np
 
@@ -31,6 +32,16 @@ for _d in _OPS_OK.values():
     _d.update({int(o): o for o in list(_d)})
 
 
+
+
+def _weak_call(method):
+    """method's result while its object lives, else None."""
+    ref = weakref.WeakMethod(method)
+
+    def call(*a):
+        m = ref()
+        return None if m is None else m(*a)
+    return call
 
 
 def _into_scratch(into, nbytes):
@@ -98,6 +109,8 @@ class Communicator(Executor, Diagnose):
                                    int(seg if seg != math.inf else 1 << 20),
                                    cfg["HEARTBEAT"])
         self._engine.set_spin(cfg["SPIN_US"] * 1e-6)
+        # re-admission: a dead rank is a PeerError at once (weak: no cycle with the mesh)
+        mesh.peer_gone = _weak_call(self._peer_gone)
         self._engine.set_failover(True, [c // mesh.nconns for c in range(self.nchan)],
                                   cfg["RAIL_TIMEOUT"])
         # Failover needs a second rail to go to, and costs a vote per collective.

@@ -74,6 +74,17 @@ class Diagnose:
                              f"rail for {t:.1f} s (stopped, or cut off)")
         return "; " + "; ".join(notes) if notes else ""
 
+    def _peer_gone(self, peer):
+        """Why peer is gone, or None: every control connection to it has closed (a peer that
+        fails sends its abort first; one that closes them all without a word exited or died).
+        Asked by re-admission while it waits for peer's connections (Mesh.links)."""
+        nrails = len(self._mesh.rails)
+        if nrails and all(self._engine.rail_silence(r, peer)[1] for r in range(nrails)):
+            rails = ", ".join(r.name for r in self._mesh.rails)
+            return (f"closed every control connection ({rails}) while this rank waited for "
+                    "its connections")
+        return None
+
     def _pending_abort(self, peer, wait):
         """An abort message from peer, if one arrives within wait seconds. None at once when
         every control connection to peer has closed: a peer that fails sends its abort before

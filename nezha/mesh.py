@@ -49,6 +49,9 @@ class Mesh:
               "rails": [dict(name=r.name, **r.listen()) for r in rails]}
         self.timeout, self.bufsize = timeout, bufsize
         self.shm = None
+        # the communicator's "is rank p gone?" (every control connection to it closed),
+        # asked while re-admission waits for p's connections (establish's gone)
+        self.peer_gone = None
         # tests: every endpoint behind the fault layer (transports/fault.py)
         self.faults = fault.FaultTable(faults) if faults else None
         try:
@@ -127,7 +130,7 @@ class Mesh:
         names.update({("chan", c): self.chan_name(c) for c in range(self.nchan)})
         listeners = [r.listener for r in self.rails]
         socks = establish(self.rank, secret, listeners, targets, expected, timeout, names,
-                          gone_if_refused=True)
+                          gone_if_refused=True, probes=self._probes(0))
         for (peer, chan, purpose), s in socks.items():
             tune(s, bufsize if purpose == auth.PURPOSE_DATA else 0)
             if purpose == auth.PURPOSE_CTRL:
@@ -209,12 +212,21 @@ class Mesh:
         names = {p: self.peer_name(p) for p in range(self.size)}  # errors name who and where
         names.update({("chan", c + (generation << 16)): self.chan_name(c) for c in chans})
         got = establish(self.rank, secret, list(dict.fromkeys(listeners)), targets, expected,
-                        self.timeout, names, gone_if_refused=True)
+                        self.timeout, names, gone_if_refused=True,
+                        probes=self._probes(min(chans) // self.nconns), gone=self.peer_gone)
         out = {}
         for (peer, cg, purpose), s in got.items():
             tune(s, self.bufsize)
             out[(peer, cg & 0xFFFF)] = s
         return out
+
+    def _probes(self, ri):
+        """Listeners on rail ri of the ranks whose connections this rank waits for (the
+        higher ones): every rank listened before the exchange of addresses, so a refused
+        probe means that rank is gone (establish, tests/test_peer_death.py)."""
+        return {p: (self.peers[p]["rails"][ri]["addr"], self.peers[p]["rails"][ri]["port"],
+                    self.rails[ri].address)
+                for p in range(self.rank + 1, self.size)}
 
     def close(self):
         """Close every connection and listener."""

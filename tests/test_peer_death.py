@@ -1,19 +1,24 @@
 """Peer death at every phase (bootstrap, connect, mid-collective, mid-vote, re-admission) and a
 stopped peer (SIGSTOP, then SIGCONT): 3 ranks over two loop rails (failover on), one of them
 killed (SIGKILL, by itself, at the phase: tests/workers/death_worker.py). Every other rank
-must raise a nezha error naming the dead rank within its timeout; results stay exact.
+must raise a PeerError naming the dead rank within its timeout; results stay exact.
 The table of phase -> error per rank -> seconds is printed (pytest -s) and in
 docs/hardening.md. Earlier tests cover the mid-collective kill with one rail
 (test_errors.py), on loop rails (test_loop_faults.py) and in the lab (test_failover.py)."""
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
+from nezha.bootstrap import auth
+from nezha.errors import PeerError
+from nezha.rails.tcp.connect import establish
 from nezha.transports import fault
 from tests.spawn import free_port
 
@@ -105,8 +110,13 @@ def test_peer_death_at_every_phase(tmp_path, phase, doomed):
         res = results.get(r)
         assert res is not None, procs[r].logpath.read_text()[-3000:]
         assert res["wrong"] == 0, res
-        assert res["error"] in ("PeerError", "NezhaTimeout"), res
+        # PeerError everywhere: a rank waiting for the dead one's connections (connect,
+        # re-admission) probes its listener / sees its control connections close, instead
+        # of a NezhaTimeout after NEZHA_CONNECT_TIMEOUT (nezha/rails/tcp/connect.py)
+        assert res["error"] == "PeerError", res
         assert f"rank {doomed}" in res["msg"], res
+        if phase in ("connect", "readmit"):
+            assert res["peer"] == doomed, res
         limit = CONNECT if res["stage"] == "init" else TIMEOUT
         assert res["secs"] < limit + 3, res   # within the timeout (a hang bound, not a timing)
 
@@ -198,3 +208,82 @@ def test_last_rail_takes_back_a_healed_one(tmp_path):
     for res in stop_clean(tmp_path, procs, "last-rail"):
         assert res["downs"] >= 2 and res["ups"] >= 1, res
 
+
+
+SECRET = b"p" * 32
+
+
+def _listener():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(16)
+    return s, s.getsockname()[1]
+
+
+@pytest.mark.timeout(60)
+def test_waiting_rank_probes_a_gone_peer():
+    """establish's probe: rank 0 waits for rank 1's connection; rank 1 listened, then went
+    (its listener closed): a PeerError naming it well before the connect timeout."""
+    lst0, _ = _listener()
+    gone, port = _listener()
+    gone.close()
+    t0 = time.monotonic()
+    with pytest.raises(PeerError) as ei:
+        establish(0, SECRET, [lst0], {}, {(1, 0, auth.PURPOSE_DATA)}, 10,
+                  {1: "host pid 1"}, gone_if_refused=True,
+                  probes={1: ("127.0.0.1", port, None)})
+    assert time.monotonic() - t0 < 3
+    assert ei.value.peer == 1 and "rank 1 (host pid 1) no longer listens" in str(ei.value)
+    lst0.close()
+
+
+@pytest.mark.timeout(60)
+def test_gone_callback_names_the_peer_first_heard_last():
+    """establish's gone callback (the communicator's: every control connection closed)."""
+    lst0, _ = _listener()
+    with pytest.raises(PeerError) as ei:
+        establish(0, SECRET, [lst0], {}, {(1, 0, auth.PURPOSE_DATA),
+                                          (2, 0, auth.PURPOSE_DATA)}, 10,
+                  gone=lambda p: "closed every control connection" if p == 2 else None)
+    assert ei.value.peer == 2 and "rank 2 (?) closed every control connection" in str(ei.value)
+    lst0.close()
+
+
+@pytest.mark.timeout(60)
+def test_probe_of_a_live_peer_is_dropped_quietly(capfd):
+    """A live peer's listener answers the probe; the peer's own establish drops the bare
+    connection without a warning, and every real connection still gets through."""
+    lst0, port0 = _listener()
+    lst1, port1 = _listener()
+    out = {}
+
+    def run(name, *a, **k):
+        try:
+            out[name] = establish(*a, **k)
+        except Exception as exc:  # noqa: BLE001 - reported by the asserts below
+            out[name] = exc
+
+    t1 = threading.Thread(target=run, args=("1", 1, SECRET, [lst1], {},
+                                            {(2, 0, auth.PURPOSE_DATA)}, 10))
+    t0 = threading.Thread(target=run, args=("0", 0, SECRET, [lst0], {},
+                                            {(1, 0, auth.PURPOSE_DATA)}, 10),
+                          kwargs=dict(gone_if_refused=True,
+                                      probes={1: ("127.0.0.1", port1, None)}))
+    t1.start()
+    t0.start()
+    time.sleep(1.0)   # probes at 0.2 and 0.6 s: rank 1's establish accepts them
+    late = establish(2, SECRET, [], {(1, 0, auth.PURPOSE_DATA): ("127.0.0.1", port1, None)},
+                     set(), 10)
+    t1.join(15)
+    up = establish(1, SECRET, [], {(0, 0, auth.PURPOSE_DATA): ("127.0.0.1", port0, None)},
+                   set(), 10)
+    t0.join(15)
+    assert list(out["1"]) == [(2, 0, auth.PURPOSE_DATA)], out
+    assert list(out["0"]) == [(1, 0, auth.PURPOSE_DATA)], out
+    err = capfd.readouterr().err
+    assert "closed a connection" not in err and "lost an incoming" not in err, err
+    for d in (out["0"], out["1"], late, up):
+        for s in d.values():
+            s.close()
+    lst0.close()
+    lst1.close()

@@ -14,6 +14,10 @@ from nezha import log
 from nezha.bootstrap import auth
 from nezha.errors import AuthenticationError, NezhaTimeout, PeerError
 
+PROBE_AFTER = 0.2   # s of waiting before the first probe of a missing peer's listener
+PROBE_EVERY = 2.0   # at most this far apart after that (the first gaps double)
+GONE_GRACE = 0.1    # s to let the other probes answer before naming the gone peers
+
 
 class _Conn:
     """One connection being set up: a small state machine over fixed-size messages."""
@@ -39,8 +43,15 @@ def _describe(key, names):
     return f"rank {peer} ({names.get(peer, '?')}) {kind} connection on {names.get(('chan', chan), chan)}"
 
 
+class _Probe:
+    """A bare connect to the listener of a peer we wait for: refused means it is gone."""
+
+    def __init__(self, sock, peer, where):
+        self.sock, self.peer, self.where = sock, peer, where
+
+
 def establish(rank, secret, listeners, targets, expected, timeout, names=None,
-              gone_if_refused=False):
+              gone_if_refused=False, probes=None, gone=None):
     """Connect to targets and accept expected keys; returns {key: connected socket}.
 
     listeners: listening sockets (any may receive any expected key).
@@ -51,12 +62,27 @@ def establish(rank, secret, listeners, targets, expected, timeout, names=None,
     rank listens before the exchange of addresses), so a refused connection means the peer
     closed its listener: it exited or died. A PeerError at once instead of retrying until
     the deadline (tests/test_peer_death.py). Not for the rendezvous, which may start late.
+    probes: {peer: (addr, port, local_addr)} listeners of peers we wait for (expected keys)
+    that were listening before we learnt of them. While keys of such a peer are missing, its
+    listener is probed (a connect, closed at once: PROBE_AFTER, then further apart): refused
+    means the peer is gone, a PeerError naming it instead of a timeout. The peer's side
+    drops the probe without a word (an incoming connection closed before its first byte).
+    gone: optional callable(peer) -> reason or None, asked while a peer's keys are missing
+    (the communicator's: every control connection to the peer closed).
+    Both only raise PeerError; no connection is accepted on their account.
     """
     names = names or {}
-    deadline = time.monotonic() + timeout
+    probes = probes or {}
+    start = time.monotonic()
+    deadline = start + timeout
     sel = selectors.DefaultSelector()
     done = {}
     rejected = []
+    heard = set()       # peers whose hello arrived here (hint: they were alive and trying)
+    found = {}          # peer -> why it is gone
+    found_at = None
+    probing = {}        # peer -> _Probe in flight
+    probe_at, probe_gap = start + PROBE_AFTER, PROBE_AFTER
     try:
         for lst in listeners:
             lst.setblocking(False)
@@ -64,7 +90,27 @@ def establish(rank, secret, listeners, targets, expected, timeout, names=None,
         for key, (addr, port, local) in targets.items():
             _start_connect(sel, rank, key, addr, port, local)
         while len(done) < len(targets) + len(expected):
-            left = deadline - time.monotonic()
+            now = time.monotonic()
+            if gone is not None or probes:
+                missing = {k[0] for k in list(targets) + list(expected) if k not in done}
+                for p in sorted(missing - set(found)) if gone is not None else ():
+                    why = gone(p)
+                    if why:
+                        found[p] = why
+                        found_at = found_at or now
+                if probes and now >= probe_at:
+                    for p in sorted(missing & set(probes) - set(found) - set(probing)):
+                        pr = _start_probe(sel, p, *probes[p])
+                        if isinstance(pr, _Probe):
+                            probing[p] = pr
+                        elif pr:
+                            found[p] = pr
+                            found_at = found_at or now
+                    probe_gap = min(probe_gap * 2, PROBE_EVERY)
+                    probe_at = now + probe_gap
+                if found and (not probing or now - found_at >= GONE_GRACE):
+                    raise _gone_error(rank, found, heard, names)
+            left = deadline - now
             if left <= 0:
                 missing = [k for k in list(targets) + list(expected) if k not in done]
                 why = f"; rejected: {'; '.join(rejected)}" if rejected else ""
@@ -78,17 +124,35 @@ def establish(rank, secret, listeners, targets, expected, timeout, names=None,
                     + ", ".join(_describe(k, names) for k in list(first.values())[:6])
                     + (" ..." if len(first) > 6 else "") + why
                     + " (is the peer running, with the same NEZHA_JOB_SECRET and interfaces?)")
-            for sk, ev in sel.select(timeout=min(left, 0.5)):
+            nap = 0.05 if (gone is not None or probing or found) else 0.5
+            if probes and not found:
+                nap = min(nap, max(0.0, probe_at - now))
+            for sk, ev in sel.select(timeout=min(left, nap)):
                 if sk.data is None:
                     _accept(sel, sk.fileobj)
                     continue
                 c = sk.data
+                if isinstance(c, _Probe):
+                    why = _probe_result(sel, c)
+                    probing.pop(c.peer, None)
+                    if why:
+                        found.setdefault(c.peer, why)
+                        found_at = found_at or time.monotonic()
+                    continue
                 try:
                     finished = _step(c, ev, rank, secret, expected, targets, done)
+                    if c.key is not None and not c.outgoing:
+                        heard.add(c.key[0])
                 except _Reject as r:
+                    if not c.outgoing and c.state == "hello" and not c.inbuf:
+                        _drop_quiet(sel, c)   # not a byte: a probe (or a port scan)
+                        continue
                     _drop(sel, c, rejected, "closed a connection from", r)
                     continue
                 except OSError as exc:
+                    if not c.outgoing and c.state == "hello" and not c.inbuf:
+                        _drop_quiet(sel, c)   # reset before its first byte: a probe
+                        continue
                     if not c.outgoing:
                         # an incoming handshake reset: that peer gave up, most likely
                         # because a third rank died; wait on, so that the timeout names
@@ -137,6 +201,60 @@ def establish(rank, secret, listeners, targets, expected, timeout, names=None,
 
 class _Reject(Exception):
     pass
+
+
+def _start_probe(sel, peer, addr, port, local):
+    """A probe in flight (registered in sel), or already its answer: why the peer is gone
+    (refused at once), or None."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        if local:
+            s.bind((local, 0))
+        s.setblocking(False)
+        err = s.connect_ex((addr, port))
+    except OSError as exc:
+        err = exc.errno
+    p = _Probe(s, peer, f"{addr}:{port}")
+    if err in (0, errno.EINPROGRESS):
+        sel.register(s, selectors.EVENT_WRITE, p)
+        return p
+    s.close()
+    return _refused(p) if err == errno.ECONNREFUSED else None
+
+
+def _refused(p):
+    return (f"no longer listens at {p.where} (this rank's probe of its listener was "
+            "refused while waiting for its connections)")
+
+
+def _probe_result(sel, p):
+    """The probe connected or failed: why its peer is gone, or None (it listens, or no
+    answer we can read: only a refusal counts)."""
+    err = p.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+    sel.unregister(p.sock)
+    p.sock.close()
+    return _refused(p) if err == errno.ECONNREFUSED else None
+
+
+def _gone_error(rank, found, heard, names):
+    """PeerError naming the gone peers: those never heard here first (a peer that was
+    connecting here, then went, most likely gave up on account of the first)."""
+    order = sorted(found, key=lambda p: (p in heard, p))
+    first = order[0]
+    text = (f"nezha: rank {rank}: rank {first} ({names.get(first, '?')}) {found[first]}: "
+            "that process exited or died")
+    for p in order[1:]:
+        text += (f"; rank {p} ({names.get(p, '?')}) too: {found[p]}"
+                 + (" (it had been connecting here: most likely it gave up on account of "
+                    f"rank {first})" if p in heard else ""))
+    return PeerError(text, peer=first)
+
+
+def _drop_quiet(sel, c):
+    log.trace("INIT", f"dropped a connection from {c.peer_addr or '?'} that closed before "
+              "its first byte")
+    sel.unregister(c.sock)
+    c.sock.close()
 
 
 def _drop(sel, c, rejected, what, why):
