@@ -346,7 +346,7 @@ class Victim:
         self.asan = asan_env(asan)
         env.update(self.asan)
         self.log = str(log_path)
-        self.errf = open(self.log, "w")
+        self.errf = open(self.log, "a")  # a restarted rank keeps what the last one said
         self.p = subprocess.Popen([sys.executable, "-X", "faulthandler", VICTIM], env=env,
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=self.errf)
@@ -358,8 +358,11 @@ class Victim:
 
     def start(self, case):
         self.case, self.port, self.is_done, self.res = case["case"], None, False, None
-        self.p.stdin.write((json.dumps(case) + "\n").encode())
-        self.p.stdin.flush()
+        try:
+            self.p.stdin.write((json.dumps(case) + "\n").encode())
+            self.p.stdin.flush()
+        except OSError:  # it died: result() says so
+            self.dead = True
 
     def _pump(self, wait):
         """Read what rank 0 printed within wait seconds (at most one read)."""
@@ -410,7 +413,15 @@ class Victim:
         return None if self.dead else "hang"
 
     def stacks(self):
+        native = ""
         if self.p.poll() is None:
+            try:  # the C threads too (the health thread): faulthandler shows Python's only
+                native = subprocess.run(
+                    ["gdb", "-p", str(self.p.pid), "-batch", "-nx", "-ex",
+                     "thread apply all bt 30"], capture_output=True, text=True,
+                    timeout=60).stdout[-12000:]
+            except (OSError, subprocess.TimeoutExpired):
+                pass
             self.p.send_signal(signal.SIGABRT)  # faulthandler prints every thread
             try:
                 self.p.wait(5)
@@ -419,7 +430,7 @@ class Victim:
                 self.p.wait()
         self.errf.flush()
         with open(self.log, errors="replace") as f:
-            return f.read()[-8000:]
+            return f.read()[-8000:] + ("\n--- gdb ---\n" + native if native else "")
 
     def close(self):
         if self.p.poll() is None:
@@ -518,7 +529,12 @@ def run_case(victim, case, secret=SECRET):
     if res is None:
         res = victim.result(lim)
     if res is None:
-        return None, "crash: the real rank died"
+        try:
+            rc = victim.p.wait(5)
+        except subprocess.TimeoutExpired:  # its stdout closed, the process not gone yet
+            rc = None
+        what = {86: "an ASan report", 87: "a UBSan report"}.get(rc, f"exit status {rc}")
+        return None, f"crash: the real rank died ({what})"
     if res == "hang":
         return None, "hang: no outcome within the bound"
     if res["case"] != case["case"]:
@@ -587,6 +603,7 @@ def summarize(lines):
                 by_kind={k: dict(v.most_common()) for k, v in sorted(by_kind.items())},
                 failures=failures, worst_case_s=worst,
                 crashes=sum(f["failure"].startswith("crash") for f in failures),
+                sanitizer_reports=sum("San report" in f["failure"] for f in failures),
                 hangs=sum(f["failure"].startswith("hang") for f in failures))
 
 
@@ -674,8 +691,9 @@ def main(argv=None):
                   flush=True)
     s = write(True)
     print(table(s))
-    print(f"{s['cases']} cases in {s['seconds']:.0f} s; {s['crashes']} crashes, {s['hangs']} "
-          f"hangs, {len(s['failures'])} failures; worst case {s['worst_case_s']:.2f} s")
+    print(f"{s['cases']} cases in {s['seconds']:.0f} s; {s['crashes']} crashes "
+          f"({s['sanitizer_reports']} sanitizer reports), {s['hangs']} hangs, "
+          f"{len(s['failures'])} failures; worst case {s['worst_case_s']:.2f} s")
     for f in s["failures"][:20]:
         print("FAILURE", json.dumps(f)[:2000])
     return 1 if s["failures"] else 0
