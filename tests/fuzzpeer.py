@@ -418,7 +418,9 @@ class Victim:
             try:  # the C threads too (the health thread): faulthandler shows Python's only
                 native = subprocess.run(
                     ["gdb", "-p", str(self.p.pid), "-batch", "-nx", "-ex",
-                     "thread apply all bt 30"], capture_output=True, text=True,
+                     "thread apply all bt 30", "-ex", "thread 1", "-ex",
+                     "frame function nz_health_stop", "-ex", "print *h", "-ex",
+                     "print *(struct pthread *)h->th"], capture_output=True, text=True,
                     timeout=60).stdout[-12000:]
             except (OSError, subprocess.TimeoutExpired):
                 pass
