@@ -1,6 +1,7 @@
 """Communicator: the user's object. Checks arguments, numbers collectives, runs them."""
 import collections
 import math
+import threading
 import weakref
 
 import numpy as np
@@ -69,6 +70,7 @@ class Communicator(Executor, Diagnose):
     """
 
     def __init__(self, mpi_comm=None, *, rails=None, timeout=None, config=None):
+        self._torn = threading.RLock()  # _teardown runs once (the caller's and the guard's)
         overrides = dict(config or {})
         if rails is not None:
             overrides["SOCKET_IFNAME"] = rails if isinstance(rails, str) else ",".join(rails)
@@ -552,6 +554,19 @@ class Communicator(Executor, Diagnose):
         with self._st.cv:
             self._st.closed = True
             self._st.cv.notify_all()
+        # The caller (close, an error) and the guard thread (an error found while the caller
+        # was away) can both get here: closing fds twice closes someone else's, and the
+        # fuzzer saw rank 0 hang joining a health thread already joined. The second waits.
+        torn = getattr(self, "_torn", None)
+        if torn is None:
+            return self._teardown_once()
+        with torn:
+            if getattr(self, "_torn_done", False):
+                return
+            self._torn_done = True
+            self._teardown_once()
+
+    def _teardown_once(self):
         if getattr(self, "_ina", None) is not None:
             self._ina.close()
         if getattr(self, "_engine", None) is not None:

@@ -35,8 +35,7 @@ import weakref
 
 from nezha import log
 from nezha._core import engine as _eng
-from nezha.errors import (CollectiveMismatch, NezhaError, NezhaTimeout, PeerError,
-                          RailSystemError)
+from nezha.errors import CollectiveMismatch, NezhaTimeout, PeerError, RailSystemError
 from nezha.planner import Plan
 
 # Largest lazy collective: it keeps a copy of its input; above this a vote costs less.
@@ -314,12 +313,16 @@ class Failover:
             _voted_slices(table, k, len(self.c._st.pending[3].slices), self.c.rank,
                           f"collective {k}")
         if self.c._st.pending is None or self.c._st.pending[0] != k:
+            # A rank can be only one lazy collective behind (the one kept): a vote from
+            # any other is a buggy or hostile peer's (tests/fuzzpeer.py), or ours.
             kept = self.c._st.pending
             kept = "none" if kept is None else f"collective {kept[0]} ({kept[2].name} #{kept[1]})"
-            raise NezhaError(f"nezha: rank {self.c.rank}: internal error: ranks need collective "
-                             f"{k} re-run but this rank kept no input for it (it is in "
-                             f"collective {self.c._st.ncoll}, during {req.name} #{req.seq}; "
-                             f"kept: {kept}; vote table {table})")
+            p = next(p for p, (c, _, _) in enumerate(table) if c == k)
+            raise PeerError(f"nezha: rank {self.c.rank}: rank {p} "
+                            f"({self.c._mesh.peer_name(p)}) voted to re-run collective {k}, "
+                            f"which no rank can still need: this rank is in collective "
+                            f"{self.c._st.ncoll} ({req.name} #{req.seq}) and kept {kept}; "
+                            f"vote table {table}", peer=p)
         _, seq, tmpl, pplan, psnap = self.c._st.pending  # tmpl: the call's Request, or the
         # one the fast path's entry was made from (same buffers, only seq differs)
         preq = types.SimpleNamespace(name=tmpl.name, seq=seq, spec=tmpl.spec)

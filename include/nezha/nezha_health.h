@@ -65,6 +65,7 @@ typedef struct {
     volatile int stop;
     pthread_t th;
     int started;
+    pthread_mutex_t slock;     /* one nz_health_stop at a time (see there) */
     int evfd;
     int gfd;                   /* eventfd: a vote frame arrived (wakes an idle rank's guard) */
     /* vote: latest STATUS per peer and vote parity (2 * size slots) */
@@ -292,11 +293,19 @@ static inline int nz_health_start(nz_health_t *h) {
     return 0;
 }
 
+/* Stop and join the health thread; idempotent, and safe from two threads at once (a
+ * communicator can be torn down by its caller and by its guard thread, and Engine.close
+ * runs without the GIL): a second pthread_join of one thread is undefined, and in glibc
+ * it can join whichever thread reuses the descriptor (tests/fuzzpeer.py: rank 0 hung in
+ * this join with no health thread left). The second caller waits for the first. */
 static inline void nz_health_stop(nz_health_t *h) {
-    if (!h->started) return;
-    h->stop = 1;
-    pthread_join(h->th, NULL);
-    h->started = 0;
+    pthread_mutex_lock(&h->slock);
+    if (h->started) {
+        h->stop = 1;
+        pthread_join(h->th, NULL);
+        h->started = 0;
+    }
+    pthread_mutex_unlock(&h->slock);
 }
 
 #endif

@@ -373,6 +373,7 @@ cdef class Engine:
         for i in range(2 * size):
             self.h.status_seq[i] = -1
         pthread_mutex_init(&self.h.ilock, NULL)
+        pthread_mutex_init(&self.h.slock, NULL)
         self.h.interval_ns = <int64_t>(heartbeat * 1e9)
         self.h.evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)
         self.h.gfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)

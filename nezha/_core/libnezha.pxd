@@ -114,6 +114,7 @@ cdef extern from "nezha/nezha_health.h" nogil:
         int64_t *status_coll
         uint16_t *status_flags
         pthread_mutex_t ilock
+        pthread_mutex_t slock
         char *inbox
         size_t ilen
         size_t icap
