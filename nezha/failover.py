@@ -24,9 +24,9 @@ rank stops to join it: nz_vote_called). Closing the communicator settles the las
 
 A dead rail keeps being heartbeat; when every rank has heard every peer on it without a gap
 for NEZHA_READMIT seconds (decided by a vote), its channels are reconnected and it
-re-enters the plan cold. When a vote would leave no rail at all, a dead rail every rank hears
-right now comes back at once instead (a rail given up for a congested moment must not turn
-the next real cut into the end of the job).
+re-enters the plan cold. When a vote would leave no rail at all, a dead rail every rank has
+heard within the peer-lost wait comes back at once instead (a rail given up for a congested
+or starved moment must not turn the next real cut into the end of the job).
 """
 import threading
 import time
@@ -158,7 +158,7 @@ class Failover:
     def _vote(self, req, coll, mask, flags):
         """One vote: [(collective index, mask, flags)] per rank, and the rails all hear."""
         nrails = len(self.c._mesh.rails)
-        # low 32 bits: rails heard steadily (re-admission); high 32: heard right now (a
+        # low 32 bits: rails heard steadily (re-admission); high 32: heard lately (a
         # vote that would leave no rail takes one of those back at once). The vote ANDs them.
         heard = self.c._engine.heard_rails(nrails, self.c.rank, self.readmit_s)
         if nrails <= 32:
