@@ -71,6 +71,7 @@ class Communicator(Executor, Diagnose):
 
     def __init__(self, mpi_comm=None, *, rails=None, timeout=None, config=None):
         self._torn = threading.RLock()  # _teardown runs once (the caller's and the guard's)
+        self._torn_done = False
         overrides = dict(config or {})
         if rails is not None:
             overrides["SOCKET_IFNAME"] = rails if isinstance(rails, str) else ",".join(rails)
@@ -557,24 +558,18 @@ class Communicator(Executor, Diagnose):
         # The caller (close, an error) and the guard thread (an error found while the caller
         # was away) can both get here: closing fds twice closes someone else's, and the
         # fuzzer saw rank 0 hang joining a health thread already joined. The second waits.
-        torn = getattr(self, "_torn", None)
-        if torn is None:
-            return self._teardown_once()
-        with torn:
-            if getattr(self, "_torn_done", False):
+        with self._torn:
+            if self._torn_done:
                 return
             self._torn_done = True
-            self._teardown_once()
-
-    def _teardown_once(self):
-        if getattr(self, "_ina", None) is not None:
-            self._ina.close()
-        if getattr(self, "_engine", None) is not None:
-            self._engine.close()
-        if self._mesh is not None:
-            self._mesh.close()
-        if self._boot is not None:
-            self._boot.close()
+            if getattr(self, "_ina", None) is not None:
+                self._ina.close()
+            if getattr(self, "_engine", None) is not None:
+                self._engine.close()
+            if self._mesh is not None:
+                self._mesh.close()
+            if self._boot is not None:
+                self._boot.close()
 
     def __enter__(self):
         return self

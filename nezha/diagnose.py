@@ -78,12 +78,16 @@ class Diagnose:
         """Why peer is gone, or None: every control connection to it has closed (a peer that
         fails sends its abort first; one that closes them all without a word exited or died).
         Asked by re-admission while it waits for peer's connections (Mesh.links)."""
-        nrails = len(self._mesh.rails)
-        if nrails and all(self._engine.rail_silence(r, peer)[1] for r in range(nrails)):
+        if self._ctrl_all_closed(peer):
             rails = ", ".join(r.name for r in self._mesh.rails)
             return (f"closed every control connection ({rails}) while this rank waited for "
                     "its connections")
         return None
+
+    def _ctrl_all_closed(self, peer):
+        """Every control connection to peer (one per rail) has closed."""
+        nrails = len(self._mesh.rails)
+        return nrails > 0 and all(self._engine.rail_silence(r, peer)[1] for r in range(nrails))
 
     def _pending_abort(self, peer, wait):
         """An abort message from peer, if one arrives within wait seconds. None at once when
@@ -91,10 +95,8 @@ class Diagnose:
         it closes, and the health thread posts what it read before it marks the connection
         closed, so nothing more can come (a peer that died without a word, e.g. killed)."""
         deadline = time.monotonic() + wait
-        nrails = len(self._mesh.rails)
         while True:
-            gone = nrails > 0 and all(self._engine.rail_silence(r, peer)[1]
-                                      for r in range(nrails))
+            gone = self._ctrl_all_closed(peer)
             for idx, ftype, kind, seq, payload in self._engine.take_messages():
                 if ftype == _eng.FRAME_ABORT and self._ctrl_peer(idx) == peer:
                     return (kind, payload.decode(errors="replace"))
