@@ -656,10 +656,13 @@ out:
     return rc;
 }
 
-/* Rails on which this rank has heard every peer without a gap for at least steady_ns
- * (the rank's vote for re-admitting a rail). */
+/* Rails on which this rank has heard every peer (health heartbeats only, not data) within
+ * quiet_ns, without a gap for at least steady_ns: with quiet_ns = e->silent_ns the rank's
+ * vote for re-admitting a rail; with steady_ns = 0 and the peer-lost wait, the rails a
+ * vote that would leave none may take back (nezha/failover.py, _vote). One C loop: done
+ * in Python per rail x peer it cost O(size x rails) interpreter work per striped vote. */
 static inline uint64_t nz_heard_rails(nz_engine_t *e, int32_t nrails, int32_t rank,
-                                      int64_t steady_ns) {
+                                      int64_t steady_ns, int64_t quiet_ns) {
     nz_health_t *h = e->health;
     if (!h) return 0;
     int64_t now = nz_now_ns();
@@ -669,8 +672,9 @@ static inline uint64_t nz_heard_rails(nz_engine_t *e, int32_t nrails, int32_t ra
         for (int32_t p = 0; p < h->size && ok; p++) {
             if (p == rank) continue;
             int32_t c = r * h->size + p;
-            ok = !h->closed[c] && now - h->last_heard[c] <= e->silent_ns &&
-                 now - h->since[c] >= steady_ns;
+            /* steady_ns 0: no since test (the health thread may set since after our now) */
+            ok = !h->closed[c] && now - h->last_heard[c] <= quiet_ns &&
+                 (steady_ns <= 0 || now - h->since[c] >= steady_ns);
         }
         if (ok) m |= 1ULL << r;
     }

@@ -540,9 +540,11 @@ cdef class Engine:
         """Channels set aside in the last run, one bit each."""
         return self.e.chan_failed
 
-    def heard_rails(self, int nrails, int rank, double steady):
-        """Rails on which every peer has been heard without a gap for steady seconds."""
-        return nz_heard_rails(&self.e, nrails, rank, <int64_t>(steady * 1e9))
+    def heard_rails(self, int nrails, int rank, double steady, double quiet=-1.0):
+        """Rails on which every peer's heartbeats were heard within quiet seconds (default,
+        quiet < 0: the rail timeout) without a gap for steady seconds; closed ones never."""
+        cdef int64_t q = <int64_t>(quiet * 1e9) if quiet >= 0 else self.e.silent_ns
+        return nz_heard_rails(&self.e, nrails, rank, <int64_t>(steady * 1e9), q)
 
     def rail_silence(self, int rail, int peer):
         """Seconds since peer was last heard on rail, and whether that connection closed."""
