@@ -541,10 +541,13 @@ class Communicator(Executor, Diagnose):
             if idle and self._st.queue:
                 self._drain()
             with self._st.cv:
-                while self._st.busy:
+                # a close from another thread keeps busy until it has torn down: stop
+                # waiting once it is closed (tests/test_health_thread.py hung here forever)
+                while self._st.busy and not self._st.closed:
                     self._st.cv.wait(0.1)
+                mine = not self._st.closed
                 self._st.busy = True  # ours now: the guard thread must not vote meanwhile
-            if self._st.broken is None:
+            if mine and self._st.broken is None:
                 try:
                     self._fo.settle()
                 except NezhaError as exc:  # closing anyway; a peer that needed us will say

@@ -97,3 +97,144 @@ def test_heard_rails_window():
         return None
 
     pair(body)
+
+
+def _native_tids():
+    """Threads of this process that Python did not start (the C health threads, and any
+    a library such as OpenBLAS started)."""
+    py = {t.native_id for t in threading.enumerate()}
+    return {int(t) for t in os.listdir("/proc/self/task")} - py
+
+
+def _gone(tid, wait=0.2):
+    """Thread tid has left /proc within wait seconds (a joined thread's task is reaped just
+    after pthread_join returns; one still running stays for up to its poll interval)."""
+    end = time.monotonic() + wait
+    while os.path.exists(f"/proc/self/task/{tid}"):
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+# 0.5 s heartbeats: a stopped health thread ends only when its poll() returns, up to
+# 0.5 s later, so concurrent stoppers really overlap in nz_health_stop
+SLOW = dict(CONFIG, HEARTBEAT="0.5", RAIL_TIMEOUT="2")
+STOPPERS = 4
+
+
+def _together(fns, timeout=20.0):
+    """Run fns in threads released at once; returns [(result or exception, seconds)]."""
+    go = threading.Barrier(len(fns), timeout=timeout)
+    out = [None] * len(fns)
+
+    def run(i):
+        try:
+            go.wait()
+            t0 = time.monotonic()
+            out[i] = (fns[i](), time.monotonic() - t0)
+        except BaseException as exc:  # noqa: BLE001 - the test asserts on it
+            out[i] = (exc, None)
+
+    ts = [threading.Thread(target=run, args=(i,), name=f"test-stop{i}", daemon=True)
+          for i in range(len(fns))]  # daemon: one that hangs must not hold pytest's exit
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout + 10)
+    assert not any(t.is_alive() for t in ts), "a stopper hung"
+    return out
+
+
+@pytest.mark.timeout(120)
+def test_health_thread_stopped_from_threads_at_once():
+    """Engine.close (nz_health_stop, without the GIL) from several threads at once: every
+    call returns, and only once the health thread has ended. Before f046ff5 each caller
+    that saw `started` joined: glibc fails the second concurrent pthread_join with EINVAL,
+    so that caller went on (to close the fds and free what the thread uses) while the
+    thread still ran, and a join after the first had ended could join whichever thread
+    reused the descriptor (the fuzzer's rank 0 hung there)."""
+    base = _native_tids()
+
+    def body(comm, sync):
+        sync.wait()
+        mine = _native_tids() - base  # both ranks' health threads
+        sync.wait()
+        if comm.rank == 1:
+            comm._engine.close()  # one health thread left: rank 0's
+            sync.wait()
+            sync.wait()
+            return None
+        sync.wait()
+        left = _native_tids() - base
+        assert len(mine) == 2 and len(left) == 1 and left < mine, (mine, left)
+        tid = left.pop()
+        res = _together([lambda: (comm._engine.close(), _gone(tid))[1]] * STOPPERS)
+        sync.wait()
+        return tid, res
+
+    (tid, res), _ = pair(body, config=SLOW)
+    assert all(r is True for r, _ in res), res  # each returned after the thread had ended
+    assert not os.path.exists(f"/proc/self/task/{tid}")
+
+
+@pytest.mark.timeout(120)
+def test_communicator_closed_from_threads_at_once():
+    """close() from two threads while the guard's path (_fail, as _guard_look does on an
+    error) tears the communicator down too: all return well within the timeout, none
+    raises, and the communicator's threads (health, guard) end."""
+    base, old = _native_tids(), set(threading.enumerate())  # earlier tests' guards may linger
+
+    def body(comm, sync):
+        sync.wait()
+        mine = _native_tids() - base
+        guard = [t for t in threading.enumerate() if t.name == "nezha-guard" and t not in old]
+        sync.wait()
+        if comm.rank == 1:
+            sync.wait()
+            return None
+        assert len(mine) == 2 and len(guard) == 2, (mine, guard)
+        res = _together([comm.close, comm.close,
+                         lambda: comm._fail(nezha.NezhaError("test: the guard's error"))])
+        sync.wait()
+        return mine, guard, res
+
+    (mine, guard, res), _ = pair(body, config=SLOW)
+    assert all(r is None and s < 10 for r, s in res), res
+    end = time.monotonic() + 10  # rank 1's close too; the guards wake within 1 s
+    for t in guard:
+        t.join(max(0.0, end - time.monotonic()))
+    while time.monotonic() < end and _native_tids() & mine:
+        time.sleep(0.05)
+    assert not _native_tids() & mine, "a health thread outlived close"
+    assert not any(t.is_alive() for t in guard), "a guard thread outlived close"
+
+
+@pytest.mark.timeout(120)
+def test_second_close_waits_for_the_first():
+    """A close() from a second thread while the first is still settling (voting for a rank
+    behind, which takes a while): the first holds the run (busy) until it has torn down, and
+    the second waited for busy alone, so it waited forever."""
+    def body(comm, sync):
+        sync.wait()
+        if comm.rank == 1:
+            sync.wait()
+            return None
+        settle = comm._fo.settle
+
+        def slow_settle():  # as a vote in settle would: the GIL free, the run ours
+            time.sleep(0.5)
+            settle()
+
+        comm._fo.settle = slow_settle
+        first = threading.Thread(target=comm.close, name="test-close1", daemon=True)
+        first.start()
+        time.sleep(0.1)   # the first is in settle now
+        res = _together([comm.close], timeout=10.0)
+        first.join(10)
+        sync.wait()
+        return res, first.is_alive()
+
+    (res, first_alive), _ = pair(body, config=SLOW)
+    assert not first_alive
+    assert all(r is None and s < 5 for r, s in res), res
