@@ -138,7 +138,7 @@ class Communicator(Executor, Diagnose):
         self._p2p_in = collections.Counter()
         self._cache = {}  # (call, buffers, model version) -> (schedule, plan)
         self._spares = {}  # name -> library-owned buffer (_spare)
-        # repeated blocking allreduce on the same buffers (fastpath.pxi)
+        # repeated blocking collectives on the same buffers (fastpath.pxi)
         self._fast = _eng.FastPath(self._st, self._engine, self.planner.model,
                                    self._failover)
         # the INA rail shares large allreduces with the TCP rails (nezha/rails/ina/offload.py)
@@ -235,7 +235,8 @@ class Communicator(Executor, Diagnose):
                            lambda: self.planner.allreduce(count, es), into(address(out)),
                            result, [a, out], ckey=(address(a), address(out)), src=a,
                            inplace=address(out) == address(a),
-                           retarget=lambda: _into_scratch(into, count * es))
+                           retarget=lambda: _into_scratch(into, count * es),
+                           fast=(a, out, a, op, True))
         if self._ina is not None:
             req.ina = (a, out, dt, op)  # the executor decides at run time (executor.py)
         return req
@@ -282,6 +283,9 @@ class Communicator(Executor, Diagnose):
 
     def broadcast(self, buf, root=0):
         """Copy buf from root to every rank."""
+        done = self._fast.broadcast(self, buf, root)
+        if done is not None:
+            return done
         return self._broadcast(buf, root)._block()
 
     def ibroadcast(self, buf, root=0):
@@ -307,7 +311,8 @@ class Communicator(Executor, Diagnose):
                                                            ALGO_RD if rd else ALGO_TREE, root),
                             into(address(a)), buf, [a, src], ckey=(address(a), address(src)),
                             src=src if rd else None, inplace=rd and at_root,
-                            retarget=(lambda: _into_scratch(into, count * es)) if rd else None)
+                            retarget=(lambda: _into_scratch(into, count * es)) if rd else None,
+                            fast=(a, a, src, None, not at_root))
 
     def _broadcast_as_allreduce(self, nbytes, root=0):
         """With failover a small broadcast is an allreduce in which the other ranks OR in
@@ -326,6 +331,9 @@ class Communicator(Executor, Diagnose):
 
     def allgather(self, sendbuf, recvbuf):
         """Gather every rank's sendbuf into recvbuf (rank i's at block i) on all ranks."""
+        done = self._fast.allgather(self, sendbuf, recvbuf)
+        if done is not None:
+            return done
         return self._allgather(sendbuf, recvbuf)._block()
 
     def iallgather(self, sendbuf, recvbuf):
@@ -339,22 +347,25 @@ class Communicator(Executor, Diagnose):
         self._no_overlap(a, out, allow_same=False)
         es, c = dt.itemsize, a.size
 
-        algo = self.planner.algorithm("allgather", out.nbytes)
+        algo, nbytes = self.planner.algorithm("allgather", out.nbytes), out.nbytes
 
-        def into(dst):
-            def build(s, algo, chan, off, cnt, src):
-                slices.allgather(s, algo, chan, address(dst), address(src), c, off, cnt,
-                                 self._hosts)
+        def into(dst, scratch=None):  # addresses, not buffers (as in _allreduce)
+            def build(s, algo, chan, off, cnt, src, _keep=scratch):
+                slices.allgather(s, algo, chan, dst, address(src), c, off, cnt, self._hosts)
             return build
 
         return self._submit("allgather", _eng.COLL_ALLGATHER, dt, 0, c, -1,
-                            lambda: self.planner.blocks("allgather", c, es, algo), into(out),
-                            recvbuf,
+                            lambda: self.planner.blocks("allgather", c, es, algo),
+                            into(address(out)), recvbuf,
                             [a, out], ckey=(address(a), address(out)), src=a,
-                            retarget=lambda: into(np.empty_like(out)))
+                            retarget=lambda: _into_scratch(into, nbytes),
+                            fast=(a, out, a, None, True))
 
     def reduce_scatter(self, sendbuf, recvbuf, op=ReduceOp.SUM):
         """Reduce sendbuf over all ranks; rank i gets block i of the result in recvbuf."""
+        done = self._fast.reduce_scatter(self, sendbuf, recvbuf, op)
+        if done is not None:
+            return done
         return self._reduce_scatter(sendbuf, recvbuf, op)._block()
 
     def ireduce_scatter(self, sendbuf, recvbuf, op=ReduceOp.SUM):
@@ -372,23 +383,28 @@ class Communicator(Executor, Diagnose):
         op = self._op(op, dt)
         es = dt.itemsize
 
-        algo = self.planner.algorithm("reduce_scatter", a.nbytes)
+        algo, nbytes = self.planner.algorithm("reduce_scatter", a.nbytes), out.nbytes
 
-        def into(dst):
-            def build(s, algo, chan, off, cnt, src):
-                slices.reduce_scatter(s, algo, chan, address(dst), address(src), c, off, cnt,
+        def into(dst, scratch=None):  # addresses, not buffers (as in _allreduce)
+            def build(s, algo, chan, off, cnt, src, _keep=scratch):
+                slices.reduce_scatter(s, algo, chan, dst, address(src), c, off, cnt,
                                       es, self.size, self._hosts)
                 if op == ReduceOp.AVG:
-                    s.add_avg(address(dst) + off * es, cnt, float(self.size))
+                    s.add_avg(dst + off * es, cnt, float(self.size))
             return build
 
         return self._submit("reduce_scatter", _eng.COLL_REDUCE_SCATTER, dt, op, c, -1,
-                            lambda: self.planner.blocks("reduce_scatter", c, es, algo), into(out),
-                            recvbuf, [a, out], ckey=(address(a), address(out)), src=a,
-                            retarget=lambda: into(np.empty_like(out)))
+                            lambda: self.planner.blocks("reduce_scatter", c, es, algo),
+                            into(address(out)), recvbuf, [a, out],
+                            ckey=(address(a), address(out)), src=a,
+                            retarget=lambda: _into_scratch(into, nbytes),
+                            fast=(a, out, a, op, True))
 
     def alltoall(self, sendbuf, recvbuf):
         """Block j of sendbuf goes to rank j, which stores it as block i (from rank i)."""
+        done = self._fast.alltoall(self, sendbuf, recvbuf)
+        if done is not None:
+            return done
         return self._alltoall(sendbuf, recvbuf)._block()
 
     def ialltoall(self, sendbuf, recvbuf):
@@ -402,17 +418,19 @@ class Communicator(Executor, Diagnose):
                              f"the number of ranks {self.size}")
         out = self._sized(recvbuf, "recvbuf", dt, a.size, "len(sendbuf)")
         self._no_overlap(a, out, allow_same=False)
-        c, es = a.size // self.size, dt.itemsize
+        c, es, nbytes = a.size // self.size, dt.itemsize, out.nbytes
 
-        def into(dst):
-            def build(s, algo, chan, off, cnt, src):
-                slices.alltoall(s, chan, address(dst), address(src), c, off, cnt)
+        def into(dst, scratch=None):  # addresses, not buffers (as in _allreduce)
+            def build(s, algo, chan, off, cnt, src, _keep=scratch):
+                slices.alltoall(s, chan, dst, address(src), c, off, cnt)
             return build
 
         return self._submit("alltoall", _eng.COLL_ALLTOALL, dt, 0, c, -1,
                             lambda: self.planner.blocks("alltoall", c, es, ALGO_DIRECT),
-                            into(out), recvbuf, [a, out], ckey=(address(a), address(out)),
-                            src=a, retarget=lambda: into(np.empty_like(out)))
+                            into(address(out)), recvbuf, [a, out],
+                            ckey=(address(a), address(out)), src=a,
+                            retarget=lambda: _into_scratch(into, nbytes),
+                            fast=(a, out, a, None, True))
 
     def barrier(self):
         """Return only when every rank has entered the barrier."""

@@ -24,7 +24,7 @@ class Executor:
     """Mixin of Communicator: the queue, the progress thread and one request's run."""
 
     def _submit(self, name, coll, dt, op, count, root, plan, build, result, keep, seq=None,
-                ckey=None, src=None, inplace=False, retarget=None):
+                ckey=None, src=None, inplace=False, retarget=None, fast=None):
         self._check_usable()
         if seq is None:
             seq = self._st.seq
@@ -33,6 +33,7 @@ class Executor:
         req.keep = keep
         req.spec = (coll, int(dt), int(op), count, root, plan, build, ckey, src, inplace)
         req.retarget = retarget
+        req.fast = fast
         with self._st.lock:
             self._st.queue.append(req)
         return req
@@ -135,15 +136,18 @@ class Executor:
             s = self._fo.p2p_voted(req, s, plan, rc, planfn, src)
         final = self._conclude(req, s, plan, ranges, lazy, voting, snap, rc)
         self._feed_model(plan, count)
-        if (coll == _eng.COLL_ALLREDUCE and key is not None and final is plan
+        fast, req.fast = req.fast, None
+        if (fast is not None and key is not None and final is plan
                 and not req.offloaded and (lazy or not voting) and not self._feeds(plan, count)
                 and dt != DType.BFLOAT16 and not log.enabled("INFO", "COLL")):
             # next time on these buffers: the fast path (fastpath.pxi). What it keeps of
-            # this call must not hold the buffers (the user may drop them): no src.
-            a, out = req.keep
+            # this call must not hold the buffers (the user may drop them): no src, and
+            # builds and retargets that hold addresses only.
+            a, out, fsrc, fop, wout = fast
             tmpl = types.SimpleNamespace(name=req.name, spec=req.spec[:8] + (None, inplace),
                                          retarget=req.retarget)
-            self._fast.put(a, out, ReduceOp(op), s, plan, ranges, lazy, voting, tmpl)
+            self._fast.put(coll, a, out, fsrc, fop, root, wout, s, plan, ranges, lazy, voting,
+                           tmpl)
 
     def _execute_offload(self, req):
         """An allreduce the INA rail may share (nezha/rails/ina/offload.py): decided here, at

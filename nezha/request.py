@@ -19,12 +19,15 @@ class Request:
         self.error = None
         self.ina = None             # (a, out, dtype, op): an allreduce the INA rail may share
         self.offloaded = False      # part of it ran on the INA rail (or could: no fast path)
+        self.fast = None            # (sendbuf, recvbuf, input the run reads, op, recvbuf
+        #                             must be writeable): for the fast path (fastpath.pxi)
         self._done = False
 
     def _finish(self, error=None):
         self.error = error
         self.schedule = None
         self.keep = ()
+        self.fast = None
         self._done = True
         if self.comm._st.waiters:  # only wake threads that wait (cheap when nobody does)
             with self.comm._st.cv:

@@ -1,12 +1,17 @@
-# Included by engine.pyx (mpi4py style): the fast path of a blocking allreduce.
+# Included by engine.pyx (mpi4py style): the fast path of blocking collectives on buffers
+# used before (allreduce, broadcast, allgather, reduce_scatter, alltoall).
 #
-# A training loop calls allreduce on the same buffers again and again. The first call goes
-# the whole way (checks, Request, queue, planner, schedule) and leaves a FastEntry keyed by
-# the buffers' addresses; a later call on the same addresses, sizes, dtype and op, with the
-# queue idle and the cost model unchanged, runs here: one dict lookup, then reset + input
-# copy + start + progress + AVG in one nogil block. Python per call: ~1 µs instead of ~5.
-# Anything else (a miss, a busy queue, a run that needs a vote or fails) goes the slow way,
-# so the fast path only ever skips work whose result it already has.
+# A training loop calls the same collective on the same buffers again and again. The first
+# call goes the whole way (checks, Request, queue, planner, schedule) and leaves a FastEntry
+# keyed by the collective, the buffers' addresses and the root; a later call with the same
+# key, byte sizes, dtypes and op, the output still writeable where the slow path requires
+# it, the queue idle and the cost model unchanged, runs here: one dict lookup, then reset +
+# input copy + start + progress + AVG in one nogil block. Python per call: ~1 µs instead of
+# ~5-9. Anything else (a miss, a busy queue, a run that needs a vote or fails) goes the slow
+# way, so the fast path only ever skips work whose result it already has.
+# Every check the slow path makes is fixed by the key (addresses and sizes fix overlaps and
+# the size relations between the buffers; the collective, root and op fix what is built)
+# or made again here (types, contiguity, byte order, writeable, model version).
 
 cimport numpy as cnp
 
@@ -14,16 +19,17 @@ cnp.import_array()
 
 
 cdef class FastEntry:
-    """What a repeated allreduce on the same buffers needs: its schedule and plan, and
+    """What a repeated collective on the same buffers needs: its schedule and plan, and
     two alternating copies of its input (a lazy collective keeps its input until the next
     collective: the previous call's copy may still be needed while this one runs)."""
     cdef Schedule s
-    cdef object plan, ranges, tmpl, op, snaps
+    cdef object plan, ranges, tmpl, op, snaps, src
     cdef int32_t chan
-    cdef int typenum, flip
-    cdef int64_t nbytes, mversion
-    cdef bint lazy, voting
+    cdef int tin, tout, flip
+    cdef int64_t nin, nout, nsrc, mversion
+    cdef bint lazy, voting, wout
     cdef char *snapp[2]
+    cdef const char *srcp  # the run's input when it is not the call's sendbuf (a spare)
 
 
 cdef class FastPath:
@@ -45,25 +51,38 @@ cdef class FastPath:
         """Forget every entry (the planner's channels changed)."""
         self.entries.clear()
 
-    def put(self, cnp.ndarray a, cnp.ndarray out, object op, Schedule s, object plan,
-            object ranges, bint lazy, bint voting, object tmpl):
-        """Remember a finished slow-path allreduce of a into out (tmpl: its Request, which
-        a re-run after a failure copies name, spec and retarget from)."""
+    def put(self, int coll, cnp.ndarray a, cnp.ndarray out, cnp.ndarray src, object op,
+            int root, bint wout, Schedule s, object plan, object ranges, bint lazy,
+            bint voting, object tmpl):
+        """Remember a finished slow-path collective reading a (src: what the run reads,
+        a itself or a library buffer) into out (a again for in place and broadcast); op
+        None for collectives without one; wout: the slow path requires out writeable.
+        tmpl: its Request, which a re-run after a failure copies name, spec and retarget
+        from."""
         cdef FastEntry f = FastEntry()
         f.s, f.plan, f.ranges, f.tmpl, f.op = s, plan, ranges, tmpl, op
-        f.typenum, f.nbytes = cnp.PyArray_TYPE(a), cnp.PyArray_NBYTES(a)
+        f.tin, f.tout = cnp.PyArray_TYPE(a), cnp.PyArray_TYPE(out)
+        f.nin, f.nout = cnp.PyArray_NBYTES(a), cnp.PyArray_NBYTES(out)
+        f.nsrc = cnp.PyArray_NBYTES(src)
+        f.wout = wout
         f.mversion = self.model.version
         f.lazy, f.voting = lazy, voting
         f.chan = plan.slices[0][0] if len(plan.slices) == 1 else -1
+        f.srcp = NULL
+        if cnp.PyArray_DATA(src) != cnp.PyArray_DATA(a):
+            f.src = src  # kept alive: the schedule reads it
+            f.srcp = <const char *>cnp.PyArray_DATA(src)
         if voting and lazy:
-            f.snaps = (np.empty(f.nbytes, np.uint8), np.empty(f.nbytes, np.uint8))
+            f.snaps = (np.empty(f.nsrc, np.uint8), np.empty(f.nsrc, np.uint8))
             f.snapp[0] = <char *>cnp.PyArray_DATA(f.snaps[0])
             f.snapp[1] = <char *>cnp.PyArray_DATA(f.snaps[1])
         if len(self.entries) >= 64:
             self.entries.clear()
-        self.entries[(<uintptr_t>cnp.PyArray_DATA(a), <uintptr_t>cnp.PyArray_DATA(out))] = f
+        self.entries[(coll, <uintptr_t>cnp.PyArray_DATA(a), <uintptr_t>cnp.PyArray_DATA(out),
+                      root)] = f
 
-    cdef FastEntry _lookup(self, object sendbuf, object recvbuf, object op):
+    cdef FastEntry _lookup(self, int coll, object sendbuf, object recvbuf, object op,
+                           object root):
         cdef cnp.ndarray a, out
         if type(sendbuf) is not cnp.ndarray:
             return None
@@ -74,14 +93,16 @@ cdef class FastPath:
                 return None
             out = <cnp.ndarray>recvbuf
         if not (cnp.PyArray_IS_C_CONTIGUOUS(a) and cnp.PyArray_IS_C_CONTIGUOUS(out)
-                and cnp.PyArray_ISWRITEABLE(out) and cnp.PyArray_ISNOTSWAPPED(a)):
+                and cnp.PyArray_ISNOTSWAPPED(a) and cnp.PyArray_ISNOTSWAPPED(out)):
             return None
-        f = self.entries.get((<uintptr_t>cnp.PyArray_DATA(a), <uintptr_t>cnp.PyArray_DATA(out)))
+        f = self.entries.get((coll, <uintptr_t>cnp.PyArray_DATA(a),
+                              <uintptr_t>cnp.PyArray_DATA(out), root))
         if f is None:
             return None
         cdef FastEntry e = <FastEntry>f
-        if (e.nbytes != cnp.PyArray_NBYTES(a) or e.nbytes != cnp.PyArray_NBYTES(out)
-                or e.typenum != cnp.PyArray_TYPE(a) or e.typenum != cnp.PyArray_TYPE(out)
+        if (e.nin != cnp.PyArray_NBYTES(a) or e.nout != cnp.PyArray_NBYTES(out)
+                or e.tin != cnp.PyArray_TYPE(a) or e.tout != cnp.PyArray_TYPE(out)
+                or (e.wout and not cnp.PyArray_ISWRITEABLE(out))
                 or not (op is e.op or (type(op) is int and op == e.op))
                 or e.mversion != self.model.version):
             return None
@@ -89,8 +110,30 @@ cdef class FastPath:
 
     def allreduce(self, object comm, object sendbuf, object recvbuf, object op):
         """The result buffer if the call ran here, None if it must take the slow path."""
+        return self._call(comm, COLL_ALLREDUCE, sendbuf, recvbuf, op, -1)
+
+    def broadcast(self, object comm, object buf, object root):
+        """As allreduce, for Communicator.broadcast (root: an int, as the slow path takes)."""
+        if type(root) is not int:
+            return None
+        return self._call(comm, COLL_BROADCAST, buf, None, None, root)
+
+    def allgather(self, object comm, object sendbuf, object recvbuf):
+        """As allreduce, for Communicator.allgather."""
+        return self._call(comm, COLL_ALLGATHER, sendbuf, recvbuf, None, -1)
+
+    def reduce_scatter(self, object comm, object sendbuf, object recvbuf, object op):
+        """As allreduce, for Communicator.reduce_scatter."""
+        return self._call(comm, COLL_REDUCE_SCATTER, sendbuf, recvbuf, op, -1)
+
+    def alltoall(self, object comm, object sendbuf, object recvbuf):
+        """As allreduce, for Communicator.alltoall."""
+        return self._call(comm, COLL_ALLTOALL, sendbuf, recvbuf, None, -1)
+
+    cdef object _call(self, object comm, int coll, object sendbuf, object recvbuf, object op,
+                      object root):
         cdef RunState st = self.st
-        cdef FastEntry e = self._lookup(sendbuf, recvbuf, op)
+        cdef FastEntry e = self._lookup(coll, sendbuf, recvbuf, op, root)
         if e is None or st.closed or st.broken is not None:
             return None
         if not self.lock.acquire(False):
@@ -109,8 +152,10 @@ cdef class FastPath:
         cdef nz_engine_t *en = &self.eng.e
         cdef int rc, i, flip = e.flip
         cdef char *snap = NULL
-        cdef const char *src = <const char *>cnp.PyArray_DATA(<cnp.ndarray>sendbuf)
-        cdef uint64_t nbytes = e.nbytes
+        cdef const char *src = e.srcp
+        if src == NULL:
+            src = <const char *>cnp.PyArray_DATA(<cnp.ndarray>sendbuf)
+        cdef uint64_t nbytes = e.nsrc
         cdef int64_t timeout_ns = <int64_t>(min(st.timeout, 1e9) * 1e9)
         s.hdr.seq = <uint32_t>(seq & 0xFFFFFFFF)  # Schedule.reset, without a Python call
         for i in range(s.nops):

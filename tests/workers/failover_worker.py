@@ -20,15 +20,12 @@ SMALL = [(1, np.int64), (7, np.float32), (1000, np.int32), (4099, np.float64), (
 
 def small(comm, i):
     """Small collectives (lazy: they return without a vote): allreduce in place or not with
-    several ops (also on the same buffers again: the fast path), allgather, reduce_scatter,
-    alltoall, barrier, broadcast, reduce; returns how many came out wrong. Inputs are
+    several ops, allgather, reduce_scatter, alltoall, barrier, broadcast, reduce, and (one
+    call in ten) allreduce, broadcast, allgather, reduce_scatter and alltoall on the same
+    buffers again (the fast path); returns how many came out wrong. Inputs are
     overwritten after each call: the caller owns them again, so a re-run must use what was
     kept."""
-    r, n = comm.rank, comm.size
-    count, dt = SMALL[i % len(SMALL)]
-    base = (np.arange(count) * 7 + i) % 11
-    a = (base + r).astype(dt)
-    want = sum((base + k).astype(dt) for k in range(n))
+    r, n, count, dt, base, a, want = _inputs(comm, i)
     v = i % 10
     if v == 0:
         comm.allreduce(a)
@@ -71,12 +68,47 @@ def small(comm, i):
         comm.reduce(a, out, root=i % n)
         a[:] = -5
         return int(r == i % n and not np.array_equal(out, want))
-    # the same buffers every time (the fast path, fastpath.pxi), refilled per call
-    x, y = _KEPT.setdefault((count, np.dtype(dt).str), (np.empty(count, dt), np.empty(count, dt)))
+    return kept(comm, i)
+
+
+def _inputs(comm, i):
+    """(rank, size, count, dtype, base, this rank's input, the sum) of call i."""
+    r, n = comm.rank, comm.size
+    count, dt = SMALL[i % len(SMALL)]
+    base = (np.arange(count) * 7 + i) % 11
+    want = sum((base + k).astype(dt) for k in range(n))
+    return r, n, count, dt, base, (base + r).astype(dt), want
+
+
+def kept(comm, i):
+    """The same buffers every time (the fast path, fastpath.pxi), refilled per call: an
+    allreduce, a broadcast (the root turning), an allgather, a reduce_scatter, an alltoall;
+    returns how many came out wrong."""
+    r, n, count, dt, base, a, want = _inputs(comm, i)
+    x, y, big, out = _KEPT.setdefault((count, np.dtype(dt).str), tuple(
+        np.empty(k, dt) for k in (count, count, count * n, count * n)))
     x[:] = a
     comm.allreduce(x, y)
     x[:] = -5
-    return int(not np.array_equal(y, want))
+    wrong = not np.array_equal(y, want)
+    root = (i // 10) % n
+    x[:] = (base + root).astype(dt) if r == root else -1
+    comm.broadcast(x, root=root)
+    wrong += not np.array_equal(x, (base + root).astype(dt))
+    x[:] = a
+    comm.allgather(x, big)
+    x[:] = -5
+    wrong += not np.array_equal(big, np.concatenate([(base + k).astype(dt) for k in range(n)]))
+    big[:] = np.tile(a, n)
+    comm.reduce_scatter(big, y)
+    big[:] = -5
+    wrong += not np.array_equal(y, want)
+    big[:] = np.concatenate([a + j for j in range(n)])
+    comm.alltoall(big, out)
+    big[:] = -5
+    wrong += not np.array_equal(out, np.concatenate([(base + k + r).astype(dt)
+                                                     for k in range(n)]))
+    return int(wrong)
 
 
 _KEPT = {}
@@ -97,6 +129,8 @@ def main(stop, kind):
             which = done % 4 if kind == "all" else 0
             if kind == "small":
                 wrong += small(comm, done)
+            elif kind == "kept":
+                wrong += kept(comm, done)
             elif which == 0:
                 a = base + r
                 comm.allreduce(a)

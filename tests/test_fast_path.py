@@ -1,0 +1,47 @@
+"""The fast path of repeated blocking collectives (nezha/_core/fastpath.pxi): allreduce (in
+place or not), broadcast, allgather, reduce_scatter and alltoall on the same buffers, exact
+against numpy with new contents every call, for 1 to 5 ranks over tcp (one rail), shm and
+the loop rails (two rails: failover on, small collectives lazy); a change of dtype, size, op
+or root on the same addresses takes the slow path (tests/workers/fast_worker.py). Faults
+during fast-path collectives: tests/test_loop_faults.py (the "small" worker)."""
+import os
+
+import pytest
+
+from tests.spawn import spawn
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORKER = os.path.join(ROOT, "tests", "workers", "fast_worker.py")
+
+TRANSPORTS = {"tcp": {"NEZHA_RAILS": "tcp"}, "shm": {},
+              "loop": {"NEZHA_RAILS": "loop", "NEZHA_LOOP_RAILS": "2"}}
+CASES = [(1, "shm")] + [(n, t) for n in (2, 3, 4, 5) for t in sorted(TRANSPORTS)]
+
+
+@pytest.mark.parametrize("n,transport", CASES, ids=[f"np{n}-{t}" for n, t in CASES])
+def test_repeated_collectives_take_the_fast_path_and_stay_exact(n, transport):
+    env = dict(NEZHA_TIMEOUT="60", NEZHA_PROBE="off", **TRANSPORTS[transport])
+    results = spawn(n, None, env=env, timeout=300, worker=WORKER, unset=("NEZHA_ALGO",))
+    for code, res, out in results:
+        assert code == 0 and res, out[-3000:]
+        assert res["nfail"] == 0, res["failures"]
+    res = results[0][1]
+    assert res["failover"] == (transport == "loop" and n > 1)
+    seen = set()
+    for coll, dt, count, op, root, rep, hit in res["calls"]:
+        # with failover a collective of no elements votes (failover.lazy_ok): never fast
+        fast_ok = not (res["failover"] and count == 0)
+        if rep == 0:  # dtype, size, op or root changed on the same addresses
+            assert hit == 0, (coll, dt, count, op, root)
+        else:
+            assert hit == fast_ok, (coll, dt, count, op, root, rep)
+        seen.add(coll)
+    assert len(seen) == 6, seen
+    # the slow path's refusals stand on buffers the fast path knows
+    assert res["refusals"] == {"read-only recvbuf": [1, "ValueError"],
+                               "non-native recvbuf": [1, "TypeError"],
+                               "non-native allreduce recvbuf": [1, "TypeError"],
+                               "float root": [1, "ValueError"],
+                               "AVG of ints": [1, "ValueError"]}, res["refusals"]
+    # every rank counted the same calls as fast (the wire is the same either way)
+    assert len({r["fast"] for _, r, _ in results}) == 1, [r["fast"] for _, r, _ in results]
