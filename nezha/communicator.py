@@ -141,6 +141,7 @@ class Communicator(Executor, Diagnose):
         # repeated blocking collectives on the same buffers (fastpath.pxi)
         self._fast = _eng.FastPath(self._st, self._engine, self.planner.model,
                                    self._failover)
+        self._nobuf = np.empty(0, np.uint8)  # the barrier's fast-path key: it has no buffers
         # the INA rail shares large allreduces with the TCP rails (nezha/rails/ina/offload.py)
         self._ina = None
         if "ina" in cfg["RAILS"] and cfg["INA_ADDR"] and self.size > 1:
@@ -434,7 +435,8 @@ class Communicator(Executor, Diagnose):
 
     def barrier(self):
         """Return only when every rank has entered the barrier."""
-        return self._barrier()._block()
+        if self._fast.barrier(self, self._nobuf) is None:
+            self._barrier()._block()
 
     def ibarrier(self):
         """Non-blocking barrier; returns a Request."""
@@ -446,7 +448,8 @@ class Communicator(Executor, Diagnose):
 
         return self._submit("barrier", _eng.COLL_BARRIER, DType.UINT8, 0, 0, -1,
                             self.planner.single, build, None, [], ckey=(),
-                            retarget=lambda: build)
+                            retarget=lambda: build,
+                            fast=(self._nobuf, self._nobuf, self._nobuf, None, False))
 
     def send(self, buf, dest):
         """Send buf to rank dest (matched in order with dest's recv calls from this rank)."""

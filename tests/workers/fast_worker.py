@@ -123,12 +123,37 @@ def main():
     comm.broadcast(send, root=np.int64(n - 1))
     if not np.array_equal(send, np.arange(97) + n - 1):
         failures.append("broadcast with a numpy integer root")
+    barriers = _barriers(comm, failures)
     st = comm.stats()
     print("RESULT " + json.dumps(dict(failures=failures[:20], nfail=len(failures), calls=calls,
-                                      refusals=refusals, failover=st["failover"],
+                                      refusals=refusals, failover=st["failover"], barriers=barriers,
                                       votes=st["votes"], fast=st["fast_path_calls"])),
           flush=True)
     comm.close()
+
+
+def _barriers(comm, failures):
+    """Barriers (the second and later take the fast path, keyed by the communicator's empty
+    array): no rank leaves one before every rank has entered it. The ranks share one host,
+    so CLOCK_MONOTONIC orders their events; ranks enter late by turns. Returns the fast
+    calls per barrier."""
+    import time
+    r, n = comm.rank, comm.size
+    times, hits = np.zeros(2 * 6), []
+    for i in range(6):
+        if r == i % n:
+            time.sleep(0.02)  # this rank enters last (or alone)
+        times[2 * i] = time.monotonic()
+        before = comm.stats()["fast_path_calls"]
+        comm.barrier()
+        hits.append(comm.stats()["fast_path_calls"] - before)
+        times[2 * i + 1] = time.monotonic()
+    every = comm.allgather(times, np.zeros(2 * 6 * n))
+    every = every.reshape(n, 6, 2)
+    for i in range(6):
+        if every[:, i, 1].min() < every[:, i, 0].max():
+            failures.append(f"barrier {i}: a rank left before the last one entered")
+    return hits
 
 
 def _readonly(a):
