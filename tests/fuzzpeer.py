@@ -20,6 +20,13 @@ collectives that is a valid stream: same headers, same lengths), mutated at some
   die-*       peer death at a phase: before the bootstrap answer, after the mesh, mid
               collective, mid vote (after a STATUS frame)
 
+With --ranks N (N > 2) the peer is rank N-1 of an N-rank job and ranks 0..N-2 are real
+(one victim process each): it "echoes" to every real rank what that rank sent it (valid
+headers, but not what a ring or a tree expects of a third rank, so most cases end in a
+timeout or a PeerError), mutated as above, and sends its control traffic to a random one;
+die-boot (which plays rank 1 in the rendezvous) becomes die-mesh. Every real rank must end
+as rank 0 must.
+
 It sends heartbeats on every control connection (so rank 0 does not simply see a silent
 rail) unless the case says otherwise. The wire layouts are those of include/nezha/
 nezha_wire.h (nezha_hdr_t) and nezha_health.h (nz_frame_t).
@@ -100,17 +107,22 @@ def make_case(rng, i, rails=None):
 
 
 class FuzzPeer:
-    """Rank 1 of a 2-rank job, through the real bootstrap and handshake, then raw sockets."""
+    """The last rank of a job of `ranks` (rank 1 of 2 by default), through the real
+    bootstrap and handshake, then raw sockets: data and ctrl list them peer by peer."""
 
-    def __init__(self, port, secret, rails, timeout=5.0):
-        self.boot = EnvBootstrap(1, 2, "127.0.0.1", port, secret, local_rank=0, timeout=timeout)
+    def __init__(self, port, secret, rails, timeout=5.0, ranks=2):
+        me = ranks - 1
+        self.boot = EnvBootstrap(me, ranks, "127.0.0.1", port, secret,
+                                 local_rank=me if ranks > 2 else 0, timeout=timeout)
         try:
             self.mesh = Mesh(self.boot, loop_rails(rails), 1, timeout, 0)
         except BaseException:
             self.boot.close()
             raise
-        self.data = [self.mesh.socks[(0, c, auth.PURPOSE_DATA)] for c in range(rails)]
-        self.ctrl = [self.mesh.socks[(0, r, auth.PURPOSE_CTRL)] for r in range(rails)]
+        self.data = [self.mesh.socks[(p, c, auth.PURPOSE_DATA)]
+                     for p in range(me) for c in range(rails)]
+        self.ctrl = [self.mesh.socks[(p, r, auth.PURPOSE_CTRL)]
+                     for p in range(me) for r in range(rails)]
         for s in self.data + self.ctrl:
             s.setblocking(True)
         self.lock = threading.Lock()
@@ -486,8 +498,9 @@ def die_in_bootstrap(port, rng, secret=SECRET, connect=CONNECT):
 RECV_KINDS = ("random", "recv-hdr", "trunc", "die-mid", "stall", "die-boot")
 
 
-def case_for(seed, i, rails=None, kinds=None, timeout=TIMEOUT, connect=CONNECT):
-    """Case i of a seed: its own generator, so that any case can be re-run alone."""
+def case_for(seed, i, rails=None, kinds=None, timeout=TIMEOUT, connect=CONNECT, ranks=2):
+    """Case i of a seed: its own generator, so that any case can be re-run alone (the same
+    draws whatever ranks is: a case differs only in the job's size)."""
     rng = random.Random(f"nezha-fuzz/{seed}/{i}")
     case = make_case(rng, i, rails)
     if kinds:
@@ -495,6 +508,10 @@ def case_for(seed, i, rails=None, kinds=None, timeout=TIMEOUT, connect=CONNECT):
     if case["coll"] == "recv" and case["kind"] not in RECV_KINDS:
         case["kind"] = "recv-hdr"
     case.update(port=0, timeout=timeout, connect_timeout=connect)
+    if ranks > 2:
+        case["ranks"] = ranks
+        if case["kind"] == "die-boot":  # die_in_bootstrap speaks as rank 1, a real one here
+            case["kind"] = "die-mesh"
     return case
 
 
@@ -504,12 +521,22 @@ def bound(case):
     return case["connect_timeout"] + 4 * case["timeout"] + 3.0
 
 
-def run_case(victim, case, secret=SECRET):
-    """Run one case; (result dict, None) if it passed, (result or None, why) if not."""
+def run_case(victim, case, secret=SECRET, others=()):
+    """Run one case; (result dict, None) if it passed, (result or None, why) if not.
+    others: the victims of ranks 1..N-2 when case["ranks"] is N > 2."""
     lim = bound(case)
     victim.start(case)
     peer, res = None, None
     port = victim.listening(lim)
+    started = []
+    if port is not None:
+        for r, v in enumerate(others, 1):
+            v.start(dict(case, rank=r, port=port))
+            started.append(v)
+
+    def done(wait=0.0):
+        return victim.done(wait) and all(v.done(0) for v in started)
+
     try:
         if port is None:
             pass  # rank 0 ended the case before listening: its CASE line says why
@@ -518,11 +545,12 @@ def run_case(victim, case, secret=SECRET):
                                            case["connect_timeout"])
         else:
             try:
-                peer = FuzzPeer(port, secret, case["rails"], case["connect_timeout"])
+                peer = FuzzPeer(port, secret, case["rails"], case["connect_timeout"],
+                                case.get("ranks", 2))
             except Exception as exc:  # noqa: BLE001 - rank 0 failed first: its line says
                 case["peer_error"] = repr(exc)
             if peer is not None:
-                play(peer, case, time.monotonic() + 3 * case["timeout"], victim.done)
+                play(peer, case, time.monotonic() + 3 * case["timeout"], done)
                 if case["then"] == "silent" or case["kind"] == "stall":
                     res = victim.result(lim)  # stay connected, send nothing more
     finally:
@@ -530,6 +558,19 @@ def run_case(victim, case, secret=SECRET):
             peer.close()
     if res is None:
         res = victim.result(lim)
+    res, why = _judge(victim, case, res)
+    for r, v in enumerate(started, 1):  # every real rank ends as rank 0 must
+        res_r, why_r = _judge(v, case, v.result(lim))
+        if isinstance(res, dict):
+            res.setdefault("others", []).append(res_r["outcome"] if res_r else None)
+        if why is None and why_r is not None:
+            res, why = (res_r or res), f"{why_r.split(':')[0]}: rank {r}: {why_r}"
+    return res, why
+
+
+def _judge(victim, case, res):
+    """(result, None) if one real rank's outcome passes, (result or None, why) if not."""
+    lim = bound(case)
     if res is None:
         try:
             rc = victim.p.wait(5)
@@ -558,6 +599,7 @@ def _worker(args, job):
     out = open(args.out, "a", buffering=1)
     log_path = args.out + ".victim.log"
     victim = Victim(log_path, secret, args.asan)
+    others = [Victim(f"{log_path}.rank{r}", secret, args.asan) for r in range(1, args.ranks - 1)]
     kinds = args.kinds.split(",") if args.kinds else None
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
@@ -567,24 +609,30 @@ def _worker(args, job):
         for i in todo:
             if stop:
                 break
-            case = case_for(args.seed, i, args.rails, kinds, args.timeout, args.connect)
+            case = case_for(args.seed, i, args.rails, kinds, args.timeout, args.connect,
+                            args.ranks)
             t0 = time.monotonic()
-            res, why = run_case(victim, case, secret)
+            res, why = run_case(victim, case, secret, others)
             line = dict(case=i, kind=case["kind"], coll=case["coll"], rails=case["rails"],
                         outcome=res["outcome"] if isinstance(res, dict) else None,
                         secs=res["secs"] if isinstance(res, dict) else None,
                         setup=res.get("setup_s") if isinstance(res, dict) else None,
                         close=res.get("close_s") if isinstance(res, dict) else None,
+                        others=res.get("others") if isinstance(res, dict) else None,
                         wall=round(time.monotonic() - t0, 3))
             if why:
                 line.update(failure=why, case_spec=case, result=res)
                 if why.startswith(("crash", "hang")):
-                    line["stacks"] = victim.stacks()
-                    victim.close()
+                    line["stacks"] = "\n".join(v.stacks() for v in [victim, *others])
+                    for v in [victim, *others]:
+                        v.close()
                     victim = Victim(log_path, secret, args.asan)
+                    others = [Victim(f"{log_path}.rank{r}", secret, args.asan)
+                              for r in range(1, args.ranks - 1)]
             out.write(json.dumps(line) + "\n")
     finally:
-        victim.close()
+        for v in [victim, *others]:
+            v.close()
         out.close()
 
 
@@ -639,6 +687,8 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=18)
     ap.add_argument("--jobs", type=int, default=2, help="real ranks and peers in parallel")
     ap.add_argument("--rails", type=int, choices=(1, 2), help="default: 1 or 2 per case")
+    ap.add_argument("--ranks", type=int, default=2, choices=(2, 3, 4),
+                    help="job size: the peer is the last rank, the others real")
     ap.add_argument("--kinds", help="comma-separated mutation kinds (default: all)")
     ap.add_argument("--timeout", type=float, default=TIMEOUT, help="rank 0's NEZHA_TIMEOUT")
     ap.add_argument("--connect", type=float, default=CONNECT)

@@ -1,7 +1,8 @@
 """Fuzzing: an authenticated, hostile peer (tests/fuzzpeer.py) against a real rank
-(tests/workers/fuzz_victim.py, a process of its own), and garbage datagrams against the INA
-service. Every case must end in "ok" or a nezha exception on the real rank, within a bound
-of its timeout, with the guard bytes around its buffers intact; the rank must not die.
+(tests/workers/fuzz_victim.py, a process of its own; two real ranks of three in
+test_fuzz_three_ranks), and garbage datagrams against the INA service. Every case must end
+in "ok" or a nezha exception on the real rank, within a bound of its timeout, with the
+guard bytes around its buffers intact; the rank must not die.
 
 Seeded (TEST_FUZZ_SEED, default 18) and bounded: TEST_FUZZ_SECONDS per test (default 6;
 the long mode is e.g. TEST_FUZZ_SECONDS=1800). TEST_FUZZ_ASAN=build/asan runs the real
@@ -44,17 +45,19 @@ def victim(tmp_path):
     v.close()
 
 
-def run_fuzz(victim, seconds, seed, rails=None, kinds=None, max_cases=None):
-    """Cases until seconds pass; returns (Counter of outcomes by kind, cases, worst secs)."""
+def run_fuzz(victim, seconds, seed, rails=None, kinds=None, max_cases=None, others=()):
+    """Cases until seconds pass; returns (Counter of outcomes by kind, cases, worst secs).
+    others: real ranks 1..N-2 of an N-rank job (the peer is rank N-1)."""
     counts = collections.Counter()
     worst = 0.0
     t_end = time.monotonic() + seconds
     i = 0
     while time.monotonic() < t_end and (max_cases is None or i < max_cases):
-        case = fuzzpeer.case_for(seed, i, rails, kinds, TIMEOUT, CONNECT)
-        res, why = fuzzpeer.run_case(victim, case, SECRET)
+        case = fuzzpeer.case_for(seed, i, rails, kinds, TIMEOUT, CONNECT, len(others) + 2)
+        res, why = fuzzpeer.run_case(victim, case, SECRET, others)
         if why is not None and why.startswith(("crash", "hang")):
-            pytest.fail(f"{why} in case {case} (seed {seed}):\n{victim.stacks()}")
+            stacks = "\n".join(v.stacks() for v in [victim, *others])
+            pytest.fail(f"{why} in case {case} (seed {seed}):\n{stacks}")
         assert why is None, (why, case, res)
         worst = max(worst, res["secs"])
         counts[(case["kind"], res["outcome"])] += 1
@@ -94,6 +97,20 @@ def test_fuzz_votes_and_control(victim):
         "ctrl-status", "ctrl-status", "ctrl-status-first", "ctrl-abort", "ctrl-biglen",
         "ctrl-unknown", "die-vote"])
     report("votes", counts, n, worst, time.monotonic() - t0)
+    assert n >= 3
+
+
+@pytest.mark.timeout(600)
+def test_fuzz_three_ranks(victim, tmp_path):
+    """Rank 2 of 3 hostile, ranks 0 and 1 real: the same mutations, control and vote frames
+    where a vote has three voters; both real ranks must end as one rank must."""
+    other = fuzzpeer.Victim(tmp_path / "victim1.log", SECRET, os.environ.get("TEST_FUZZ_ASAN"))
+    try:
+        t0 = time.monotonic()
+        counts, n, worst = run_fuzz(victim, min(SECONDS / 2, 4), SEED + 11, others=[other])
+    finally:
+        other.close()
+    report("3-ranks", counts, n, worst, time.monotonic() - t0)
     assert n >= 3
 
 

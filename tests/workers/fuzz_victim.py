@@ -1,14 +1,16 @@
 """The real rank of the fuzz tests (tests/test_fuzz.py): rank 0 of a 2-rank job whose rank 1
-is the fuzz peer (tests/fuzzpeer.py). It stays up across cases: each line on stdin is one
-case (JSON); for each it builds a communicator, runs one collective on a buffer with a guard
-region on each side, and prints one line 'CASE {json}' with the outcome: "ok", the nezha
-exception's class, or "UNCLEAN <type>" for anything else; whether the guards held; seconds.
-A crash shows as the process ending without a line. Before it, 'LISTEN <case> <port>' once
-the rendezvous listens (port 0 in the case: the system picks one) and 'DONE <case>' once the
-collective has returned or raised, before the communicator is closed (tests/fuzzpeer.py).
+is the fuzz peer (tests/fuzzpeer.py); with "ranks" N > 2 in the case, rank "rank" (0..N-2)
+of an N-rank job whose last rank is the fuzz peer (the others are victims too). It stays up
+across cases: each line on stdin is one case (JSON); for each it builds a communicator, runs
+one collective on a buffer with a guard region on each side, and prints one line
+'CASE {json}' with the outcome: "ok", the nezha exception's class, or "UNCLEAN <type>" for
+anything else; whether the guards held; seconds. A crash shows as the process ending
+without a line. Before it, 'LISTEN <case> <port>' once the rendezvous listens (port 0 in the
+case: the system picks one) and 'DONE <case>' once the collective has returned or raised,
+before the communicator is closed (tests/fuzzpeer.py).
 
     fuzz_victim.py            (stdin: {"case", "port", "rails", "coll", "count", "dtype",
-                               "timeout"} per line; "quit" ends it)
+                               "timeout"[, "rank", "ranks"]} per line; "quit" ends it)
 """
 import json
 import os
@@ -46,9 +48,11 @@ def run(case):
     bufs = []
     outcome, msg = "ok", ""
     try:
-        boot = EnvBootstrap(0, 2, "127.0.0.1", case["port"], SECRET, local_rank=0,
-                            timeout=boot_t)
-        boot.port = boot.listener.getsockname()[1]  # port 0: the system's choice
+        rank, size = case.get("rank", 0), case.get("ranks", 2)
+        boot = EnvBootstrap(rank, size, "127.0.0.1", case["port"], SECRET,
+                            local_rank=rank if size > 2 else 0, timeout=boot_t)
+        if boot.listener is not None:  # rank 0; port 0: the system's choice
+            boot.port = boot.listener.getsockname()[1]
         print(f"LISTEN {case['case']} {boot.port}", flush=True)
         comm = nezha.Communicator(boot, timeout=case["timeout"], config={
             "RAILS": "loop", "LOOP_RAILS": str(case["rails"]), "CONNECT_TIMEOUT": str(boot_t),
@@ -70,24 +74,24 @@ def run(case):
             comm.allreduce(a.view(dt), b.view(dt))
         elif coll == "allgather":
             wa, a = guarded(n * es)
-            wb, b = guarded(2 * n * es)
+            wb, b = guarded(size * n * es)
             bufs += [wa, wb]
             comm.allgather(a.view(dt), b.view(dt))
         elif coll == "reduce_scatter":
-            wa, a = guarded(2 * n * es)
+            wa, a = guarded(size * n * es)
             wb, b = guarded(n * es)
             bufs += [wa, wb]
             a.view(dt)[:] = 1
             comm.reduce_scatter(a.view(dt), b.view(dt))
         elif coll == "alltoall":
-            wa, a = guarded(2 * n * es)
-            wb, b = guarded(2 * n * es)
+            wa, a = guarded(size * n * es)
+            wb, b = guarded(size * n * es)
             bufs += [wa, wb]
             comm.alltoall(a.view(dt), b.view(dt))
         elif coll == "recv":
             wa, a = guarded(n * es)
             bufs.append(wa)
-            comm.recv(a.view(dt), 1)
+            comm.recv(a.view(dt), size - 1)  # from the fuzz peer
         elif coll == "barrier":
             comm.barrier()
         else:
