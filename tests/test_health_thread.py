@@ -9,40 +9,27 @@ import time
 import pytest
 
 import nezha
-from nezha.bootstrap.env import EnvBootstrap
-from tests.spawn import free_port
+from tests.test_hygiene import pair as hygiene_pair
 
-SECRET = bytes.fromhex("5e" * 32)
 CONFIG = {"RAILS": "loop", "LOOP_RAILS": "2", "CONNECT_TIMEOUT": "10",
           "RAIL_TIMEOUT": "0.25", "HEARTBEAT": "0.02"}
 ALL = 0b11  # both loop rails
 
 
 def pair(body, config=CONFIG, timeout=30.0):
-    """Ranks 0 and 1 in two threads, body(comm, sync) each (sync: a 2-party barrier);
-    returns what each body returned. Re-raises a rank's exception; every wait times out."""
-    port, out, errs = free_port(), [None, None], [None, None]
+    """tests/test_hygiene.py's pair with body(comm, sync) (sync: a 2-party barrier, every
+    wait timed out): returns what each body returned, re-raises a rank's exception."""
+    out, errs = [None, None], [None, None]
     sync = threading.Barrier(2, timeout=timeout)
 
-    def rank(r):
-        comm = None
+    def each(comm):
         try:
-            boot = EnvBootstrap(r, 2, "127.0.0.1", port, SECRET, local_rank=r, timeout=10)
-            comm = nezha.Communicator(boot, timeout=5.0, config=config)
-            out[r] = body(comm, sync)
-        except BaseException as exc:  # noqa: BLE001 - reported by the test's thread
-            errs[r] = exc
+            out[comm.rank] = body(comm, sync)
+        except BaseException as exc:  # noqa: BLE001 - raised again below
+            errs[comm.rank] = exc
             sync.abort()  # the other rank must not wait for this one
-        finally:
-            if comm is not None:
-                comm.close()
 
-    ts = [threading.Thread(target=rank, args=(r,), name=f"test-rank{r}") for r in (0, 1)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join(timeout + 30)
-        assert not t.is_alive(), f"{t.name} hung"
+    hygiene_pair(each, config=config)
     for e in errs:  # the first real error, not the BrokenBarrierError it caused
         if e is not None and not isinstance(e, threading.BrokenBarrierError):
             raise e

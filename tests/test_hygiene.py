@@ -73,7 +73,7 @@ def snapshot(settle=5.0):
                 nezha_threads=sorted(t.name for t in threading.enumerate() if t not in base))
 
 
-def pair(body, timeout=5.0, port=None):
+def pair(body, timeout=5.0, port=None, config=CONFIG):
     """Ranks 0 and 1 in two threads: body(comm) each; returns [outcome per rank]."""
     port = port or free_port()
     out = [None, None]
@@ -82,7 +82,7 @@ def pair(body, timeout=5.0, port=None):
         comm = None
         try:
             boot = EnvBootstrap(r, 2, "127.0.0.1", port, SECRET, local_rank=r, timeout=10)
-            comm = nezha.Communicator(boot, timeout=timeout, config=CONFIG)
+            comm = nezha.Communicator(boot, timeout=timeout, config=config)
             body(comm)
             out[r] = "ok"
         except nezha.NezhaError as exc:
