@@ -127,7 +127,7 @@ class Communicator(Executor, Diagnose):
         if self._failover:
             self.planner.piece_bytes = max(int(cfg["MIN_RAIL_PIECE"]), 1 << 20)
             self.planner.set_failover(True)
-        self.planner.set_hosts(mesh.host_of)
+        self.planner.set_hosts(mesh.host_of, mesh.crowding)
         self._hier = self.planner.hier_groups(self.rank)
         self._hier_chunk = int(cfg["HIER_CHUNK"])
         self._hosts = self.planner.hier_hosts()  # for hier allgather, reduce_scatter, broadcast

@@ -267,6 +267,10 @@ RAIL_ALPHA = 25e-6  # s per step between hosts (one TCP hop)
 RAIL_RATE = 1.25e9  # B/s of one rail, shared by the host's ranks
 SHM_ALPHA = 5e-6    # s per step within a host
 SHM_RATE = 4e9      # B/s one rank moves through shared memory
+CROWD_CAL = 2.0     # ranks per CPU where the step latencies above were set (the lab: 4
+                    # ranks on 2 cores). A step waits while the other ranks of its CPU run
+                    # before its partner does: crowding - 1 of them, so a more crowded
+                    # machine scales the latencies by (crowding - 1) / (CROWD_CAL - 1)
 HIER_CLEAR = 0.75   # against a latency algorithm (rd, tree) hier must take at most this
                     # share of its time: near a tie the small path keeps the payload
 STEP_EFF = 0.85     # share of the link rate a step that does not stream from the one before
@@ -280,8 +284,13 @@ UNPIPELINED = ("rd", "rab", "tree")
 class Layout:
     """Which host every rank is on, and what that costs each algorithm (Layout.time)."""
 
-    def __init__(self, host_of):
+    def __init__(self, host_of, crowding=1.0):
         h = self.host_of = list(host_of)
+        # with more ranks than CPUs every step also waits for its partner to be scheduled
+        # (topo/crowd.py): the steps' latencies grow with the crowding, the rates do not
+        self.crowding = max(1.0, float(crowding))
+        c = max(1.0, self.crowding - CROWD_CAL + 1)
+        self.rail_alpha, self.shm_alpha = RAIL_ALPHA * c, SHM_ALPHA * c
         self.n = n = len(h)
         counts = collections.Counter(h)
         self.H = len(counts)
@@ -307,7 +316,7 @@ class Layout:
         c = self._chains.get(root)
         if c is None:
             hops = [((root + v) % self.n, (root + v + 1) % self.n) for v in range(self.n - 1)]
-            lat = sum(RAIL_ALPHA if self.host_of[a] != self.host_of[b] else SHM_ALPHA
+            lat = sum(self.rail_alpha if self.host_of[a] != self.host_of[b] else self.shm_alpha
                       for a, b in hops)
             c = self._chains[root] = (self._links(hops), lat)
         return c
@@ -321,11 +330,10 @@ class Layout:
             k *= 2
         return rounds
 
-    @staticmethod
-    def _step(links, nbytes, bx, eff=1.0):
+    def _step(self, links, nbytes, bx, eff=1.0):
         e, local = links
-        t = RAIL_ALPHA + e * nbytes / bx if e else 0.0
-        return max(t, SHM_ALPHA + nbytes / (SHM_RATE * eff)) if local else t
+        t = self.rail_alpha + e * nbytes / bx if e else 0.0
+        return max(t, self.shm_alpha + nbytes / (SHM_RATE * eff)) if local else t
 
     def time(self, coll, algo, nbytes, rails=1, root=0, rate=None):
         """Modelled seconds of one collective: nbytes is the payload (allgather,
@@ -353,7 +361,7 @@ class Layout:
                 steps_x, steps_s, x, m = H - 1, L, 1.0, 2 * (L - 1) / L
             else:                      # a ring across hosts, H rings in the host
                 steps_x, steps_s, x, m = H - 1, H * (L - 1), (H - 1) / H, (L - 1) / L
-            return (steps_x * RAIL_ALPHA + steps_s * SHM_ALPHA
+            return (steps_x * self.rail_alpha + steps_s * self.shm_alpha
                     + max(x * s / bx, m * s / SHM_RATE))
         if algo == "ring":
             steps = 2 * (n - 1) if coll == "allreduce" else n - 1

@@ -14,6 +14,7 @@ from nezha.bootstrap import auth
 from nezha.errors import InvalidUsageError, PeerError
 from nezha._core.engine import TcpEndpoint
 from nezha.rails.tcp.connect import establish, tune
+from nezha.topo import crowd
 from nezha.transports import fault, shm
 
 TCP_RTO_MAX_MS = 44  # linux/tcp.h (>= 6.11)
@@ -46,6 +47,7 @@ class Mesh:
         self.nchan = len(rails) * nconns
         me = {"host": socket.gethostname(), "pid": os.getpid(),
               "host_id": shm.host_id(host), "shm": bool(use_shm), "shm_tag": shm.new_tag(),
+              **crowd.machine_facts(),
               "rails": [dict(name=r.name, **r.listen()) for r in rails]}
         self.timeout, self.bufsize = timeout, bufsize
         self.shm = None
@@ -60,6 +62,7 @@ class Mesh:
             self._check_rails()
             hosts = list(dict.fromkeys(p["host_id"] for p in self.peers))
             self.host_of = [hosts.index(p["host_id"]) for p in self.peers]
+            self.crowding = crowd.crowding(self.peers)  # ranks per CPU (the planner's steps)
             # every rank must agree, or a pair would wait on two different transports
             if all(p["shm"] for p in self.peers) and len(hosts) < self.size:
                 shm.sweep()

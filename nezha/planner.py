@@ -67,13 +67,14 @@ class Planner:
         self.set_rail_rates(nominal[::self.nconns] if nominal else None)
         self.set_hosts([0] * ranks)
 
-    def set_hosts(self, host_of):
+    def set_hosts(self, host_of, crowding=1.0):
         """Which host every rank is on. Hierarchical collectives apply (hier_ok) with more
-        than one host, more than one rank per host and the same number on each."""
+        than one host, more than one rank per host and the same number on each. crowding:
+        ranks per CPU on the most crowded machine (topo/crowd.py), agreed by every rank."""
         self.hosts = list(host_of)
         counts = [self.hosts.count(h) for h in set(self.hosts)]
         self.hier_ok = len(counts) > 1 and len(set(counts)) == 1 and counts[0] > 1
-        self.layout = Layout(self.hosts)
+        self.layout = Layout(self.hosts, crowding)
         self._hier_memo = {}
         self._choice_memo = {}
 
@@ -355,7 +356,8 @@ class Planner:
                  for coll, pts in table.items()]
         src = "fixed NEZHA_SMALL_MSG_THRESHOLD" if self.small is not None else "cost model"
         return (f"algorithms ({src}, NEZHA_ALGO={self.algo}; {self.ranks} ranks on {hosts} "
-                f"hosts, rails {rails} Mbit/s{', failover votes' if self.failover else ''}): "
+                f"hosts, {self.layout.crowding:g} ranks per CPU, rails {rails} Mbit/s"
+                f"{', failover votes' if self.failover else ''}): "
                 + "; ".join(parts))
 
     def allreduce(self, count, esize):

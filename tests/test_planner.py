@@ -279,3 +279,43 @@ def test_layout_model_counts_the_bytes_a_host_sends():
     # two rails halve the time of a bandwidth-bound collective
     assert lay.time("allreduce", "hier", big, 2) == pytest.approx(bw("hier") / 2, rel=0.01)
 
+
+
+def test_crowding_scales_step_latency_and_moves_small_payloads_off_hier():
+    """With more ranks than CPUs (topo/crowd.py) a step also waits while the other ranks of
+    its CPU run: the model's per-step latencies (set at 2 ranks per CPU) grow by
+    (crowding - 1), its byte terms do not. 2 hosts x 4 ranks on 400 Mbit/s rails (the lab
+    on 2 cores: crowding 4): recursive doubling (2 steps within a host, 1 across) keeps
+    1 KiB, where hier's 8 steps won when steps were taken as free of waiting (measured:
+    rd 94-99 µs, hier 153-168 µs)."""
+    host_of = [0, 0, 0, 0, 1, 1, 1, 1]
+    base, crowded = costmodel.Layout(host_of), costmodel.Layout(host_of, crowding=4)
+    assert costmodel.Layout(host_of, crowding=2).time("allreduce", "rd", 4, 1) == \
+        base.time("allreduce", "rd", 4, 1)  # the calibration point: unscaled
+    assert crowded.time("allreduce", "rd", 4, 1) == pytest.approx(
+        3 * base.time("allreduce", "rd", 4, 1), rel=0.01)
+    big = 1 << 30  # bandwidth-bound: the same
+    assert crowded.time("allreduce", "ring", big, 1) == pytest.approx(
+        base.time("allreduce", "ring", big, 1), rel=0.01)
+    assert costmodel.Layout(host_of, crowding=0.5).crowding == 1.0  # never below 1
+    picks = {}
+    for c in (1, 4):
+        p = planner(2)
+        p.ranks = len(host_of)
+        p.set_rail_rates([207, 207])  # what the rate probe finds there
+        p.set_hosts(host_of, crowding=c)
+        picks[c] = p.algorithm("allreduce", 1024)
+        assert p.algorithm("allreduce", 16 << 20) == ALGO_HIER  # large: hier either way
+    assert picks == {1: ALGO_HIER, 4: ALGO_RD}
+
+
+def test_crowding_is_ranks_per_cpu_on_the_most_crowded_machine():
+    from nezha.topo.crowd import crowding, machine_facts
+    me = machine_facts()
+    assert me["cpus"] >= 1 and (me["machine"] is None or isinstance(me["machine"], str))
+    lab = [{"machine": "m", "cpus": 2}] * 8  # namespaces of one machine share its cores
+    assert crowding(lab) == 4.0
+    assert crowding([{"machine": f"m{i // 4}", "cpus": 8} for i in range(8)]) == 1.0
+    assert crowding([{"machine": "a", "cpus": 2}] * 3 + [{"machine": "b", "cpus": 1}]) == 1.5
+    # a peer without facts (or with nonsense: authenticated but buggy) counts alone
+    assert crowding([{}, {"machine": 5, "cpus": "x"}, {"machine": "m", "cpus": -1}]) == 1.0
