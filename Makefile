@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 NP     ?= 4
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: setup build demo test test-matrix test-% test-pure bench bench-kernels debug clean lint info compare asan package-check
+.PHONY: setup build demo test test-matrix test-% test-pure bench bench-kernels debug clean lint info compare asan asan-build package-check
 
 setup:
 	@bash tools/setup.sh
@@ -56,15 +56,18 @@ compare: build
 # INA service run on it (LD_PRELOAD of libasan, see tests/test_fuzz.py). FUZZ_SECONDS per test.
 ASAN_DIR := build/asan
 FUZZ_SECONDS ?= 6
-asan: setup
-	@mkdir -p $(ASAN_DIR) && rm -rf $(ASAN_DIR)/nezha && cp -r nezha $(ASAN_DIR)/nezha
+asan: setup asan-build
+	TEST_FUZZ_ASAN=$(ASAN_DIR) TEST_FUZZ_SECONDS=$(FUZZ_SECONDS) $(PY) -m pytest -q -s -p no:cacheprovider tests/test_fuzz.py tests/test_enginefuzz.py
+
+# the sanitizer build alone (tests/test_asan.py builds it into a directory of its own)
+asan-build:
+	@mkdir -p build $(ASAN_DIR) && rm -rf $(ASAN_DIR)/nezha && cp -r nezha $(ASAN_DIR)/nezha
 	@find $(ASAN_DIR)/nezha \( -name '*.so' -o -name '__pycache__' \) -prune -exec rm -rf {} +
 	@flock build/.lock env CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -g" \
 		LDFLAGS="-fsanitize=address,undefined" \
 		$(PY) setup.py -q build_ext --build-lib $(ASAN_DIR) --build-temp $(ASAN_DIR)/tmp -j 2 \
 		2>&1 | grep -E "error|Error" || true
 	@ls $(ASAN_DIR)/nezha/_core/engine*.so $(ASAN_DIR)/nezha/_core/ina*.so >/dev/null
-	TEST_FUZZ_ASAN=$(ASAN_DIR) TEST_FUZZ_SECONDS=$(FUZZ_SECONDS) $(PY) -m pytest -q -s -p no:cacheprovider tests/test_fuzz.py tests/test_enginefuzz.py
 
 # Packaging (issue 18): `pip install .` and a built wheel, each into a fresh venv, then every
 # `nezha` command from outside the tree (works, or says what it needs). 2-4 min: not in CI.
