@@ -3,12 +3,12 @@ from nezha._version import __version__
 from nezha.types import (AVG, BAND, BOR, BXOR, MAX, MIN, PROD, SUM, DType, ReduceOp)
 from nezha.errors import (AuthenticationError, CollectiveMismatch, InternalError,
                           InvalidUsageError, NezhaError, NezhaTimeout, PeerError,
-                          RailSystemError)
+                          PeerUnreachable, RailSystemError)
 
 __all__ = ["__version__", "Communicator", "Request", "ReduceOp", "DType", "SUM", "PROD", "MIN",
            "MAX", "AVG", "BAND", "BOR", "BXOR", "NezhaError", "InvalidUsageError",
            "RailSystemError", "PeerError", "CollectiveMismatch", "AuthenticationError",
-           "NezhaTimeout", "InternalError", "get_include"]
+           "NezhaTimeout", "PeerUnreachable", "InternalError", "get_include"]
 
 
 def get_include():

@@ -39,5 +39,11 @@ class NezhaTimeout(NezhaError, TimeoutError):
     """A blocking step passed its deadline (NEZHA_TIMEOUT or the timeout argument)."""
 
 
+class PeerUnreachable(RailSystemError, NezhaTimeout):
+    """A peer not heard on any rail for the peer-lost wait: stopped (SIGSTOP), hung, or cut
+    off on every rail; nothing tells these apart. The last rail to it failed (a
+    RailSystemError) and it did not answer in time (a NezhaTimeout): either except catches it."""
+
+
 class InternalError(NezhaError):
     """nezha misused itself: a bug, please report it."""

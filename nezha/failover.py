@@ -35,7 +35,8 @@ import weakref
 
 from nezha import log
 from nezha._core import engine as _eng
-from nezha.errors import CollectiveMismatch, NezhaTimeout, PeerError, RailSystemError
+from nezha.errors import (CollectiveMismatch, NezhaTimeout, PeerError, PeerUnreachable,
+                          RailSystemError)
 from nezha.planner import Plan
 
 # Largest lazy collective: it keeps a copy of its input; above this a vote costs less.
@@ -501,7 +502,7 @@ class Failover:
             return PeerError(f"nezha: rank {self.c.rank}: {who} closed every connection during "
                              f"{name}: that process exited or died", peer=peer)
         if rc == _eng.ERR_TIMEOUT and eno == 113:  # EHOSTUNREACH: silent on every rail
-            return RailSystemError(
+            return PeerUnreachable(
                 f"nezha: rank {self.c.rank}: {who} is unreachable on every rail "
                 f"({', '.join(r.name for r in self.c._mesh.rails)}) during {name}: the last "
                 "rail to it failed", peer=peer)
