@@ -18,7 +18,10 @@ SIZES = [0, 1, 2, 13, 1021, 65537]
 
 
 def report(**kw):
-    print("RESULT " + json.dumps(kw), flush=True)
+    # one write, newline included: print() writes the line and its newline separately, and
+    # with PYTHONUNBUFFERED a log line on stderr (the same pipe) landed between them (CI)
+    sys.stdout.write("RESULT " + json.dumps(kw) + "\n")
+    sys.stdout.flush()
 
 
 def data(dtype, count, rank, tag, op=None):
