@@ -269,8 +269,8 @@ SHM_ALPHA = 5e-6    # s per step within a host
 SHM_RATE = 4e9      # B/s one rank moves through shared memory
 CROWD_CAL = 2.0     # ranks per CPU where the step latencies above were set (the lab: 4
                     # ranks on 2 cores). A step waits while the other ranks of its CPU run
-                    # before its partner does: crowding - 1 of them, so a more crowded
-                    # machine scales the latencies by (crowding - 1) / (CROWD_CAL - 1)
+                    # before its partner does, so a more crowded machine scales the
+                    # latencies by crowding - CROWD_CAL + 1 (crowding - 1 at CROWD_CAL 2)
 HIER_CLEAR = 0.75   # against a latency algorithm (rd, tree) hier must take at most this
                     # share of its time: near a tie the small path keeps the payload
 STEP_EFF = 0.85     # share of the link rate a step that does not stream from the one before

@@ -13,14 +13,19 @@ import collections
 import os
 
 
-def machine_facts() -> dict:
-    """This rank's machine (the kernel's boot id: the same in every network namespace of
-    one machine) and how many CPUs it may run on."""
+def boot_id() -> str | None:
+    """The kernel's boot id: the same in every network namespace of one machine (None if
+    unreadable)."""
     try:
         with open("/proc/sys/kernel/random/boot_id") as f:
-            boot = f.read().strip()
+            return f.read().strip()
     except OSError:
-        boot = None  # unknown: counted as a machine of its own
+        return None
+
+
+def machine_facts() -> dict:
+    """This rank's machine (its boot id) and how many CPUs it may run on."""
+    boot = boot_id()  # None: counted as a machine of its own
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):

@@ -19,6 +19,7 @@ import socket
 
 from nezha import log
 from nezha._core.engine import ShmEndpoint
+from nezha.topo import crowd
 
 SHM_DIR = "/dev/shm"
 
@@ -27,11 +28,7 @@ def host_id(override=None):
     """This rank's host identity: hostname, boot id and network namespace (or override)."""
     if override:
         return str(override)
-    try:
-        with open("/proc/sys/kernel/random/boot_id") as f:
-            boot = f.read().strip()
-    except OSError:
-        boot = "?"
+    boot = crowd.boot_id() or "?"
     try:
         netns = os.stat("/proc/self/ns/net").st_ino
     except OSError:
