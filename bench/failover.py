@@ -90,7 +90,7 @@ def _state(path):
         return 0, 0
 
 
-def analyse(res, failures, size, rate_bps, ranks):
+def analyse(res, failures, size, rate_bps, ranks, hosts):
     """Numbers for one size and mode."""
     rows = res["rows"]
     dur = [t1 - t0 for t0, t1, _ in rows]
@@ -116,6 +116,9 @@ def analyse(res, failures, size, rate_bps, ranks):
             readmit.append(back - th)
     algbw = lambda d: size / d if d else 0.0  # noqa: E731
     factor = 2 * (ranks - 1) / ranks
+    # a rail's limit is what crosses a host's link: 2(H-1)/H x S whatever the ranks per host
+    # (hierarchical), so the share of it uses hosts, not ranks (busbw stays nccl-tests')
+    host_factor = 2 * (hosts - 1) / hosts
     limit1 = rate_bps / 8
     return dict(
         size=size, failures=len(failures), hits=len(extra),
@@ -124,7 +127,7 @@ def analyse(res, failures, size, rate_bps, ranks):
         extra_ms_max=1e3 * max(extra) if extra else None,
         busbw_two_rails=algbw(statistics.median(both)) * factor if both else None,
         busbw_one_rail=algbw(med_one) * factor if one else None,
-        one_rail_pct_of_limit=100 * algbw(med_one) * factor / limit1 if one else None,
+        one_rail_pct_of_limit=100 * algbw(med_one) * host_factor / limit1 if one else None,
         readmit_s_median=statistics.median(readmit) if readmit else None,
         collectives=len(rows), wrong=sum(res["wrong"]))
 
@@ -217,7 +220,7 @@ def main():
                 with open(out) as f:
                     data = json.load(f)
                 row = analyse(data, failures, size, parse_rate(args.rate),
-                              4 * args.ranks_per_host)
+                              4 * args.ranks_per_host, 4)
                 row["mode"] = mode
                 row["events"] = data["events"]
                 row["raw"] = dict(rows=data["rows"], failures=failures)
