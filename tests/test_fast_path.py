@@ -27,7 +27,8 @@ NUMPY_REFUSALS = {"read-only recvbuf": [1, "ValueError"], "non-native recvbuf": 
                   "float root": [1, "ValueError"], "AVG of ints": [1, "ValueError"]}
 TORCH_REFUSALS = {"non-contiguous sendbuf": [1, "ValueError"],
                   "non-contiguous recvbuf": [1, "ValueError"],
-                  "requires grad": [1, "TypeError"], "float root": [1, "ValueError"],
+                  "requires grad": [1, "TypeError"], "negative view": [1, "ValueError"],
+                  "float root": [1, "ValueError"],
                   "AVG of ints": [1, "ValueError"],
                   # same memory and bytes, another type: the first call of each type misses
                   "bfloat16 then int16 on the same memory": [0, 1, 0, 1]}

@@ -177,8 +177,8 @@ def _refusals(comm, stores):
 
 def _tensor_refusals(comm, stores, failures):
     """As _refusals, for tensors: a non-contiguous view of known memory (same address and
-    bytes: transposed, or every second element) and a tensor that requires grad are refused,
-    not run fast; a view of known memory as another type of the same size (bfloat16 ->
+    bytes: transposed, or every second element), a tensor that requires grad and a negative
+    view are refused, not run fast; a view of known memory as another type of the same size (bfloat16 ->
     int16) misses and is exact."""
     import torch
     r, n = comm.rank, comm.size
@@ -192,6 +192,9 @@ def _tensor_refusals(comm, stores, failures):
          lambda: comm.allgather(mem[:12], out[:24 * n:2])),
         ("requires grad", lambda: comm.allreduce(mem),
          lambda: comm.allreduce(mem.view(96).requires_grad_())),
+        # the imaginary part of a conjugate: one float at mem[1], whose memory holds -x
+        ("negative view", lambda: comm.allreduce(mem[1:2]),
+         lambda: comm.allreduce(torch.view_as_complex(mem[:2].view(1, 2)).conj().imag)),
         ("float root", lambda: comm.reduce(mem, root=0), lambda: comm.reduce(mem, root=0.0)),
         ("AVG of ints", lambda: comm.allreduce(mem.view(torch.int32)),
          lambda: comm.allreduce(mem.view(torch.int32), op=ReduceOp.AVG))))
