@@ -284,9 +284,11 @@ class Communicator(Executor, Diagnose):
                             ckey=(address(a), 0 if dst is None else address(dst)), src=a,
                             inplace=at_root and address(out) == address(a),
                             retarget=(lambda: _into_scratch(into, count * es)) if rd else None,
-                            # off the root recvbuf is not looked at; the entry keeps the sink
+                            # off the root recvbuf is not looked at; the entry keeps the
+                            # sink (never the user's buffer)
                             fast=(sendbuf, recvbuf if at_root else None, a,
-                                  out if at_root else a, a, op, at_root, dst))
+                                  out if at_root else a, a, op, at_root,
+                                  None if at_root else dst))
 
     def broadcast(self, buf, root=0):
         """Copy buf from root to every rank."""

@@ -74,3 +74,43 @@ def _check(n, transport, kind):
         assert r["barriers"][1:] == [1] * 5, r["barriers"]
     # every rank counted the same calls as fast (the wire is the same either way)
     assert len({r["fast"] for _, r, _ in results}) == 1, [r["fast"] for _, r, _ in results]
+
+
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+def test_entries_do_not_keep_the_callers_buffers(kind):
+    """What the fast path keeps of a call holds addresses, not the caller's buffers: once
+    the caller drops them they are freed (one rank, in process; every collective with a
+    buffer, reduce in place and into recvbuf)."""
+    import gc
+    import weakref
+
+    import numpy as np
+
+    import nezha
+    if kind == "torch":
+        torch = pytest.importorskip("torch")
+        make = lambda n: torch.arange(n, dtype=torch.int64)  # noqa: E731
+    else:
+        make = lambda n: np.arange(n, dtype=np.int64)  # noqa: E731
+    comm = nezha.Communicator(rails="lo", config={"PROBE": "off"})
+    try:
+        calls = (("allreduce", lambda a, b: comm.allreduce(a, b)),
+                 ("allreduce in place", lambda a, b: comm.allreduce(a)),
+                 ("reduce", lambda a, b: comm.reduce(a, b, root=0)),
+                 ("reduce in place", lambda a, b: comm.reduce(a, root=0)),
+                 ("broadcast", lambda a, b: comm.broadcast(a, root=0)),
+                 ("allgather", lambda a, b: comm.allgather(a, b)),
+                 ("reduce_scatter", lambda a, b: comm.reduce_scatter(a, b)),
+                 ("alltoall", lambda a, b: comm.alltoall(a, b)))
+        for name, call in calls:
+            a, b = make(13), make(13)
+            before = comm.stats()["fast_path_calls"]
+            for _ in range(3):
+                call(a, b)
+            assert comm.stats()["fast_path_calls"] - before == 2, name
+            refs = [weakref.ref(a), weakref.ref(b)]
+            del a, b
+            gc.collect()
+            assert [r() for r in refs] == [None, None], name
+    finally:
+        comm.close()

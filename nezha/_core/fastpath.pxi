@@ -76,10 +76,11 @@ cdef class FastPath:
         keep: library buffers the schedule writes into (a reduce's sink)."""
         cdef buf_t bi, bo
         cdef int i
-        if type(sendbuf) is not cnp.ndarray and not _learn_tensor_type(type(sendbuf)):
-            return
         if recvbuf is None:
             recvbuf = sendbuf
+        for buf in (sendbuf, recvbuf):
+            if type(buf) is not cnp.ndarray and not _learn_tensor_type(type(buf)):
+                return
         if not (probe(sendbuf, &bi) and probe(recvbuf, &bo)):
             return
         # changed since the call (a tensor resized meanwhile)? An empty one's address is
