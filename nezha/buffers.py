@@ -50,6 +50,10 @@ def _from_dlpack(obj, name):
     dev = obj.__dlpack_device__() if hasattr(obj, "__dlpack_device__") else (1, 0)
     if int(dev[0]) != 1:  # kDLCPU
         raise ValueError(f"nezha: {name} lives on device {dev}; nezha moves CPU memory only")
+    is_neg = getattr(obj, "is_neg", None)  # torch: a lazily negated view (DLPack loses it)
+    if is_neg is not None and is_neg():
+        raise ValueError(f"nezha: {name} is a negative view (its memory holds -x); pass "
+                         "t.resolve_neg()")
     if str(getattr(obj, "dtype", "")) == "torch.bfloat16":
         # numpy has no bfloat16: look at the same memory as uint16 (no copy).
         import torch

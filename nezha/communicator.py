@@ -237,13 +237,16 @@ class Communicator(Executor, Diagnose):
                            result, [a, out], ckey=(address(a), address(out)), src=a,
                            inplace=address(out) == address(a),
                            retarget=lambda: _into_scratch(into, count * es),
-                           fast=(a, out, a, op, True))
+                           fast=(sendbuf, recvbuf, a, out, a, op, True, None))
         if self._ina is not None:
             req.ina = (a, out, dt, op)  # the executor decides at run time (executor.py)
         return req
 
     def reduce(self, sendbuf, recvbuf=None, op=ReduceOp.SUM, root=0):
         """Reduce sendbuf over all ranks into recvbuf on root (in place when None there)."""
+        done = self._fast.reduce(self, sendbuf, recvbuf, op, root)
+        if done is not None:
+            return None if done is self._fast else done  # off the root: no result
         return self._reduce(sendbuf, recvbuf, op, root)._block()
 
     def ireduce(self, sendbuf, recvbuf=None, op=ReduceOp.SUM, root=0):
@@ -280,7 +283,12 @@ class Communicator(Executor, Diagnose):
                             into(0 if dst is None else address(dst)), result, [a, out, dst],
                             ckey=(address(a), 0 if dst is None else address(dst)), src=a,
                             inplace=at_root and address(out) == address(a),
-                            retarget=(lambda: _into_scratch(into, count * es)) if rd else None)
+                            retarget=(lambda: _into_scratch(into, count * es)) if rd else None,
+                            # off the root recvbuf is not looked at; the entry keeps the
+                            # sink (never the user's buffer)
+                            fast=(sendbuf, recvbuf if at_root else None, a,
+                                  out if at_root else a, a, op, at_root,
+                                  None if at_root else dst))
 
     def broadcast(self, buf, root=0):
         """Copy buf from root to every rank."""
@@ -313,7 +321,7 @@ class Communicator(Executor, Diagnose):
                             into(address(a)), buf, [a, src], ckey=(address(a), address(src)),
                             src=src if rd else None, inplace=rd and at_root,
                             retarget=(lambda: _into_scratch(into, count * es)) if rd else None,
-                            fast=(a, a, src, None, not at_root))
+                            fast=(buf, None, a, a, src, None, not at_root, None))
 
     def _broadcast_as_allreduce(self, nbytes, root=0):
         """With failover a small broadcast is an allreduce in which the other ranks OR in
@@ -360,7 +368,7 @@ class Communicator(Executor, Diagnose):
                             into(address(out)), recvbuf,
                             [a, out], ckey=(address(a), address(out)), src=a,
                             retarget=lambda: _into_scratch(into, nbytes),
-                            fast=(a, out, a, None, True))
+                            fast=(sendbuf, recvbuf, a, out, a, None, True, None))
 
     def reduce_scatter(self, sendbuf, recvbuf, op=ReduceOp.SUM):
         """Reduce sendbuf over all ranks; rank i gets block i of the result in recvbuf."""
@@ -399,7 +407,7 @@ class Communicator(Executor, Diagnose):
                             into(address(out)), recvbuf, [a, out],
                             ckey=(address(a), address(out)), src=a,
                             retarget=lambda: _into_scratch(into, nbytes),
-                            fast=(a, out, a, op, True))
+                            fast=(sendbuf, recvbuf, a, out, a, op, True, None))
 
     def alltoall(self, sendbuf, recvbuf):
         """Block j of sendbuf goes to rank j, which stores it as block i (from rank i)."""
@@ -431,7 +439,7 @@ class Communicator(Executor, Diagnose):
                             into(address(out)), recvbuf, [a, out],
                             ckey=(address(a), address(out)), src=a,
                             retarget=lambda: _into_scratch(into, nbytes),
-                            fast=(a, out, a, None, True))
+                            fast=(sendbuf, recvbuf, a, out, a, None, True, None))
 
     def barrier(self):
         """Return only when every rank has entered the barrier."""
@@ -449,7 +457,8 @@ class Communicator(Executor, Diagnose):
         return self._submit("barrier", _eng.COLL_BARRIER, DType.UINT8, 0, 0, -1,
                             self.planner.single, build, None, [], ckey=(),
                             retarget=lambda: build,
-                            fast=(self._nobuf, self._nobuf, self._nobuf, None, False))
+                            fast=(self._nobuf, None, self._nobuf, self._nobuf, self._nobuf,
+                                  None, False, None))
 
     def send(self, buf, dest):
         """Send buf to rank dest (matched in order with dest's recv calls from this rank)."""
@@ -564,8 +573,12 @@ class Communicator(Executor, Diagnose):
             with self._st.cv:
                 # a close from another thread keeps busy until it has torn down: stop
                 # waiting once it is closed (tests/test_health_thread.py hung here forever)
-                while self._st.busy and not self._st.closed:
-                    self._st.cv.wait(0.1)
+                self._st.waiters += 1  # woken when the drainer gives busy up (RunState.take)
+                try:
+                    while self._st.busy and not self._st.closed:
+                        self._st.cv.wait(0.1)
+                finally:
+                    self._st.waiters -= 1
                 mine = not self._st.closed
                 self._st.busy = True  # ours now: the guard thread must not vote meanwhile
             if mine and self._st.broken is None:

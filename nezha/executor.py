@@ -67,21 +67,21 @@ class Executor:
                 self._st.busy = True
             self._drain()
 
-    def _drain(self):
+    def _drain(self, req=None):
+        """Run the queue (from req, taken from it already) until it is empty, then give
+        busy up (RunState.take, which the fast path ends with too)."""
         while True:
-            with self._st.lock:
-                if not self._st.queue or self._st.broken is not None:
-                    self._st.busy = False
-                    if self._st.waiters or self._st.worker is not None:  # someone may wait for us
-                        self._st.cv.notify_all()
+            if req is None:
+                req = self._st.take()
+                if req is None:
                     return
-                req = self._st.queue.popleft()
             try:
                 self._execute(req)
                 req._finish()
             except BaseException as exc:
                 req._finish(exc)
                 self._fail(exc)
+            req = None
 
     def _schedule(self, req, plan, src):
         """A schedule for plan (one slice after another) and each slice's op range."""
@@ -139,15 +139,16 @@ class Executor:
         fast, req.fast = req.fast, None
         if (fast is not None and key is not None and final is plan
                 and not req.offloaded and (lazy or not voting) and not self._feeds(plan, count)
-                and dt != DType.BFLOAT16 and not log.enabled("INFO", "COLL")):
+                and not log.enabled("INFO", "COLL")):
             # next time on these buffers: the fast path (fastpath.pxi). What it keeps of
             # this call must not hold the buffers (the user may drop them): no src, and
-            # builds and retargets that hold addresses only.
-            a, out, fsrc, fop, wout = fast
+            # builds and retargets that hold addresses only. It keys on the user's objects'
+            # own element types (a bfloat16 tensor is not its uint16 view).
+            sendbuf, recvbuf, a, out, fsrc, fop, wout, keep = fast
             tmpl = types.SimpleNamespace(name=req.name, spec=req.spec[:8] + (None, inplace),
                                          retarget=req.retarget)
-            self._fast.put(coll, a, out, fsrc, fop, root, wout, s, plan, ranges, lazy, voting,
-                           tmpl)
+            self._fast.put(coll, sendbuf, recvbuf, a, out, fsrc, fop, root, wout, s, plan,
+                           ranges, lazy, voting, tmpl, keep)
 
     def _execute_offload(self, req):
         """An allreduce the INA rail may share (nezha/rails/ina/offload.py): decided here, at
@@ -207,14 +208,11 @@ class Executor:
         if voting and not (lazy and rc == _eng.ERR_OK):
             final = self._fo.agree(req, s, plan, ranges, snap, rc, lazy)
         else:
-            self._engine.finish(s)
-        self._st.last_plan = plan
+            self._engine.finish(s)  # the fast path does this in its nogil block
         if req.spec[0] != _eng.COLL_SENDRECV:
-            self._st.ncoll += 1
-            if lazy:
-                self._st.pending = (self._st.ncoll - 1, req.seq, req, final, snap)
-            elif voting:
-                self._st.pending = None  # everyone voted in this one: all are past the last
+            self._st.ran(plan, final, req.seq, req, lazy, voting, snap)
+        else:
+            self._st.last_plan = plan
         return final
 
     def _fast_rest(self, tmpl, seq, s, plan, ranges, lazy, voting, snap, rc, result):
@@ -262,10 +260,9 @@ class Executor:
         return self._progress(req, s, self._engine.start(s), failover)
 
     def _arm(self, failover, plan, lazy):
-        # send/recv do not fail over, but stop for a rank left behind (failover.py)
-        self._engine.set_failover_on(
-            failover, self._st.votes & 0xFFFFFFFF if self._failover else -1,
-            plan.chans if failover and plan is not None else None, self._st.ncoll, lazy)
+        # send/recv do not fail over, but stop for a rank left behind (failover.py); the
+        # fast path arms through the same code (fastpath.pxi)
+        self._fast.arm(failover, plan.chans if failover and plan is not None else None, lazy)
 
     def _progress(self, req, s, rc, failover):
         eng = self._engine

@@ -19,8 +19,9 @@ class Request:
         self.error = None
         self.ina = None             # (a, out, dtype, op): an allreduce the INA rail may share
         self.offloaded = False      # part of it ran on the INA rail (or could: no fast path)
-        self.fast = None            # (sendbuf, recvbuf, input the run reads, op, recvbuf
-        #                             must be writeable): for the fast path (fastpath.pxi)
+        self.fast = None            # (the user's sendbuf and recvbuf, their views, input the
+        #                             run reads, op, output must be writeable, library buffer
+        #                             the run writes or None): for the fast path (fastpath.pxi)
         self._done = False
 
     def _finish(self, error=None):

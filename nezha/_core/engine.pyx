@@ -149,10 +149,18 @@ cdef class Schedule:
 
     def reset(self, uint32_t seq):
         """Make the schedule runnable again as collective number seq (plan cache)."""
+        self.rearm(seq)
+
+    cdef void rearm(self, uint32_t seq) noexcept nogil:
+        # reset, for the fast path too (fastpath.pxi)
         cdef int32_t i
         self.hdr.seq = seq
         for i in range(self.nops):
             self.ops[i].done = 0
+
+    cdef void avg(self, int i) noexcept nogil:
+        """The AVG division of slice i (after its sums arrived)."""
+        nezha_avg_finish(self.avg_ptr[i], self.avg_count[i], self.dtype, self.avg_div)
 
     @property
     def nops(self):
@@ -435,22 +443,21 @@ cdef class Engine:
         wait, see nz_rail_silent)."""
         self.e.live_rails = mask
 
-    def set_failover_on(self, bint on, int64_t vote_seq=-1, list slice_chans=None,
-                        int64_t coll=-1, bint lazy=False):
+    cdef void arm(self, bint on, int64_t vote_seq, const int32_t *slice_chans, int nslices,
+                  int64_t coll, bint lazy) noexcept nogil:
         """Failover for the next run (off for point-to-point, which cannot vote): the next
         vote (-1: none; a run that knows it stops when a rank behind calls it), the channel
         of each slice, the collective's index, and whether the run ends without a vote
-        (lazy) unless something fails."""
+        (lazy) unless something fails. Only through FastPath.arm and FastPath._call: both
+        paths arm alike."""
         cdef int i
         self.e.failover = on and self.has_health and self.e.silent_ns > 0
         self.e.vote_seq = vote_seq if self.has_health else -1
         self.e.vote_coll = coll
         self.e.lazy = lazy
-        self.e.nslices = 0
-        if on and slice_chans is not None:
-            self.e.nslices = min(len(slice_chans), 64)
-            for i in range(self.e.nslices):
-                self.e.slice_chan[i] = slice_chans[i]
+        self.e.nslices = min(nslices, 64) if on else 0
+        for i in range(self.e.nslices):
+            self.e.slice_chan[i] = slice_chans[i]
 
     def set_endpoint(self, int ep, Endpoint endpoint):
         """Point endpoint ep at a transport endpoint (a new one for a re-admitted channel);
@@ -468,12 +475,17 @@ cdef class Engine:
 
     def start(self, Schedule s):
         """Do the local copies and prepare the run of s."""
-        cdef int i, rc
+        cdef int rc
         with nogil:
-            for i in range(s.npre):
-                memcpy(s.pre_dst[i], s.pre_src[i], s.pre_n[i])
-            rc = nz_start(&self.e, s.ops, s.nops, s.dtype, s.op)
+            rc = self.begin(s)
         return rc
+
+    cdef int begin(self, Schedule s) noexcept nogil:
+        # start, for the fast path too (fastpath.pxi)
+        cdef int i
+        for i in range(s.npre):
+            memcpy(s.pre_dst[i], s.pre_src[i], s.pre_n[i])
+        return nz_start(&self.e, s.ops, s.nops, s.dtype, s.op)
 
     def progress(self, Schedule s, int64_t deadline_ns):
         """Run s until done, error, deadline or a control message; returns the status code."""
@@ -488,7 +500,7 @@ cdef class Engine:
         for i in range(s.navg):
             if done_ranges is None or done_ranges[i]:
                 with nogil:
-                    nezha_avg_finish(s.avg_ptr[i], s.avg_count[i], s.dtype, s.avg_div)
+                    s.avg(i)
 
     def failed_channels(self):
         """[(channel, why, peer, errno, ns after start)] set aside in the last run."""
@@ -620,4 +632,5 @@ cdef class Engine:
 
 
 include "runstate.pxi"
+include "bufprobe.pxi"
 include "fastpath.pxi"

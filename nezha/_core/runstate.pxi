@@ -20,7 +20,7 @@ cdef class RunState:
     cdef public int64_t votes     # votes held: every rank counts them alike
     cdef public object pending    # the last lazy collective, while a rank may need it
     cdef public object last_plan  # for stats()
-    cdef public int waiters       # threads in Request.wait()
+    cdef public int waiters       # threads waiting on cv (Request.wait, close)
     cdef public object worker     # the progress thread of non-blocking calls, once started
     cdef public object lock       # guards queue and busy (an RLock)
     cdef public object cv         # Condition on lock
@@ -31,3 +31,31 @@ cdef class RunState:
         self.queue = collections.deque()
         self.lock = threading.RLock()  # `with st.lock` is C-level
         self.cv = threading.Condition(self.lock)
+
+    cpdef ran(self, object plan, object final, int64_t seq, object req, bint lazy,
+              bint voting, object snap):
+        """A collective's run is over and agreed on (final: the plan of its last run):
+        count it, keep what a rank behind may need. The executor and the fast path both
+        conclude here."""
+        self.last_plan = plan
+        self.ncoll += 1
+        if lazy:  # a rank behind may need it re-run: its request, plan and input
+            self.pending = (self.ncoll - 1, seq, req, final, snap)
+        elif voting:
+            self.pending = None  # everyone voted in this one: all are past the last
+
+    cpdef take(self):
+        """The next queued request for whoever drains (busy), or None once the queue is
+        empty or the communicator broken: then busy is given up and waiters are woken."""
+        self.lock.acquire()
+        try:
+            if self.queue and self.broken is None:
+                return self.queue.popleft()
+            self.busy = False
+            # threads in Request.wait or close; the progress thread only for a queue left
+            # (waking it per call for nothing cost the fast path a thread switch)
+            if self.waiters or (self.worker is not None and self.queue):
+                self.cv.notify_all()
+            return None
+        finally:
+            self.lock.release()
