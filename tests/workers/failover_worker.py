@@ -3,7 +3,6 @@ result against numpy, and stops when the stop file appears; prints RESULT {json}
 With TEST_INJECT_DIR, the ranks pause when the driver asks (_pause) so that its fault
 catches a small allreduce in flight."""
 import faulthandler
-import json
 import os
 import signal
 import sys
@@ -12,6 +11,7 @@ import time
 import numpy as np
 
 import nezha
+from tests._result import report
 
 
 # with no elements too: such a collective moves only headers (it votes; the soak found it
@@ -206,15 +206,14 @@ def main(stop, kind):
             if done == 5 and os.environ.get("TEST_READY_DIR"):  # the test injects from now on
                 open(os.path.join(os.environ["TEST_READY_DIR"], f"ready.{r}"), "w").close()
         st = comm.stats()
-        print("RESULT " + json.dumps(dict(error=None, wrong=wrong, done=done,
-                                          events=st["events"], alive=st["alive"],
-                                          fast=st["fast_path_calls"])), flush=True)
+        report(dict(error=None, wrong=wrong, done=done, events=st["events"],
+                    alive=st["alive"], fast=st["fast_path_calls"]))
     except nezha.NezhaError as exc:
         if os.environ.get("TEST_DEBUG"):
             print("ENDPOINTS", comm._engine.endpoint_bytes(), comm._engine.endpoint_kinds(),
                   flush=True)
-        print("RESULT " + json.dumps(dict(error=type(exc).__name__, msg=str(exc), wrong=wrong,
-                                          done=done, t=time.time())), flush=True)
+        report(dict(error=type(exc).__name__, msg=str(exc), wrong=wrong, done=done,
+                    t=time.time()))
     comm.close()
 
 

@@ -3,7 +3,6 @@ again (the fast path, nezha/_core/fastpath.pxi), with new contents every call, a
 numpy oracle; between groups of calls the dtype, size, op or root changes on the same
 addresses (the first call of a group must take the slow path). Prints RESULT {json}:
 the failures, and per call whether it took the fast path."""
-import json
 import os
 import sys
 
@@ -14,6 +13,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 import nezha  # noqa: E402
 from nezha.types import DType, ReduceOp  # noqa: E402
 from tests import oracle  # noqa: E402
+from tests._result import report  # noqa: E402
 
 DTYPES = (DType.INT32, DType.FLOAT64, DType.UINT8, DType.FLOAT16)
 COUNTS = (0, 1, 97)   # elements per rank (per block for allgather, reduce_scatter, alltoall)
@@ -125,10 +125,9 @@ def main():
         failures.append("broadcast with a numpy integer root")
     barriers = _barriers(comm, failures)
     st = comm.stats()
-    print("RESULT " + json.dumps(dict(failures=failures[:20], nfail=len(failures), calls=calls,
-                                      refusals=refusals, failover=st["failover"], barriers=barriers,
-                                      votes=st["votes"], fast=st["fast_path_calls"])),
-          flush=True)
+    report(dict(failures=failures[:20], nfail=len(failures), calls=calls, refusals=refusals,
+                failover=st["failover"], barriers=barriers, votes=st["votes"],
+                fast=st["fast_path_calls"]))
     comm.close()
 
 
