@@ -24,6 +24,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from nezha.rails.ina import InaClient  # noqa: E402
+from tests._result import report  # noqa: E402
 
 UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
@@ -83,7 +84,7 @@ def worker(a):
     st = dict(c.stats(), chunk_bytes=c.chunk_bytes)
     c.close()
     if rank == 0:
-        print("RESULT " + json.dumps({"rows": rows, "client": st}), flush=True)
+        report({"rows": rows, "client": st})
 
 
 def loopback(a):

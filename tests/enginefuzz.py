@@ -43,6 +43,11 @@ COLLS = (
      lambda s, o, a, n, r: _eng.tree_broadcast(s, 0, 1, o, n, True)),
 )
 
+# the harness self-test (tests/test_enginefuzz.py, --overflow): both ranks built for 4
+# elements past the count, so rank 0's result is written past its end into the guards
+OVERFLOW = (("overflow", _eng.COLL_ALLREDUCE,
+             lambda s, o, a, n, r: _eng.rd_allreduce(s, 0, o, a, n + 4)),)
+
 
 def _mutate(rng, data, kind):
     """The stream rank 0 gets instead of data (bytes), and whether to close after it."""
@@ -127,7 +132,8 @@ def one_case(rng, i, colls=COLLS):
     socks = (p0, m0, p1, m1)
     for s in (p0, p1):
         s.setblocking(False)
-    e0 = e1 = None
+    e0 = e1 = s0 = s1 = None
+    threads = []
     try:
         e0 = _eng.Engine([None, _eng.TcpEndpoint(p0)], 2, 1, [], 1 << 16)
         e1 = _eng.Engine([_eng.TcpEndpoint(p1), None], 2, 1, [], 1 << 16)
@@ -154,7 +160,8 @@ def one_case(rng, i, colls=COLLS):
         tr = threading.Thread(target=_relay, args=(m1, m0, rng, kind, box), daemon=True)
         # rank 0's bytes to rank 1 go through the middle unchanged
         tf = threading.Thread(target=_forward, args=(m0, m1, stop), daemon=True)
-        for t in (t1, tr, tf):
+        threads = [t1, tr, tf]
+        for t in threads:
             t.start()
         # an unmutated stream must finish: a loaded machine gets time for it
         limit = 2.0 if kind == "none" else DEADLINE_S
@@ -164,31 +171,44 @@ def one_case(rng, i, colls=COLLS):
             rc = e0.progress(s0, _eng.now_ns() + int(limit * 1e9))
         took = time.monotonic() - t0
         stop.set()
+        outcome = CODES.get(rc, f"rc{rc}")
         if took > limit + SLACK_S:
-            return kind, "hang"
-        if bytes(store[:GUARD]) != b"\xa5" * GUARD or bytes(store[-GUARD:]) != b"\xa5" * GUARD:
-            return kind, "guard"
-        if rc == _eng.ERR_OK and kind == "none":
+            outcome = "hang"
+        elif bytes(store[:GUARD]) != b"\xa5" * GUARD or bytes(store[-GUARD:]) != b"\xa5" * GUARD:
+            outcome = "guard"
+        elif rc == _eng.ERR_OK and kind == "none":
             want = a1 if name == "tree_broadcast" else a0 + a1
             if not np.array_equal(out0, want):
-                return kind, "wrong"
-        outcome = CODES.get(rc, f"rc{rc}")
-        for s in socks:  # close first: threads blocked on them return
-            s.close()
-        for t in (t1, tr, tf):
-            t.join(3.0)
-            if t.is_alive():
-                return kind, "hang"
-        return kind, outcome
-    finally:
-        for s in socks:
-            try:
-                s.close()
-            except OSError:
-                pass
+                outcome = "wrong"
+        # no early return: rank 1's thread may still write out1 (and read a1); freeing them
+        # under it corrupted the heap (CI: a 'guard' case returned before joining it)
+        ended = _end(socks, threads, (a0, a1, store, out1, e0, e1, s0, s1))
+        threads = []  # waited for (or kept): nothing left for the finally
+        return kind, outcome if ended else "hang"
+    finally:  # an exception on the way: the same wait
+        _end(socks, threads, (a0, a1, store, out1, e0, e1, s0, s1))
         for e in (e0, e1):
             if e is not None:
                 e.close()
+
+
+STRANDED = []  # buffers of cases whose threads did not end: never freed under them
+
+
+def _end(socks, threads, keep):
+    """Close the case's sockets (threads blocked on them return), then wait for its threads;
+    if one is still running, keep its buffers and engines alive for good. True if all ended."""
+    for s in socks:
+        try:
+            s.close()
+        except OSError:
+            pass
+    for t in threads:
+        t.join(3.0)
+    if any(t.is_alive() for t in threads):
+        STRANDED.append(keep)
+        return False
+    return True
 
 
 def _forward(src, dst, stop):
@@ -237,9 +257,11 @@ def main(argv=None):
     ap.add_argument("--seconds", type=float, default=None, help="stop after this long")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--overflow", action="store_true",
+                    help="the harness self-test: every case writes past the result")
     a = ap.parse_args(argv)
     t0 = time.monotonic()
-    counts, failures, n = run(a.cases, a.seed, a.seconds)
+    counts, failures, n = run(a.cases, a.seed, a.seconds, OVERFLOW if a.overflow else COLLS)
     doc = {"cases": n, "seed": a.seed, "seconds": round(time.monotonic() - t0, 1),
            "engine": _eng.__file__, "outcomes": counts, "failures": failures[:50],
            "failed": len(failures)}

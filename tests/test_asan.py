@@ -34,16 +34,13 @@ def test_fuzzing_on_the_sanitizer_build(tmp_path):
                TEST_ENGINEFUZZ_CASES="300")
     p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider",
                         os.path.join(ROOT, "tests", "test_fuzz.py"),
-                        os.path.join(ROOT, "tests", "test_enginefuzz.py"),
-                        # the harness self-test overruns buffers on purpose, in this process
-                        # (not on the sanitizer build): it runs in the suite on its own
-                        "-k", "not the_guard_check"],
+                        os.path.join(ROOT, "tests", "test_enginefuzz.py")],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     out = p.stdout + p.stderr
     assert p.returncode == 0, out[-6000:]
     # the runs did use the sanitizer build (test_enginefuzz checks its engine's path) and
-    # every fuzz test ran: nothing skipped, nothing deselected
+    # every fuzz test ran (the harness self-test too, in its own process on the sanitizer
+    # build: its over-long writes land in slack): nothing skipped, nothing deselected
     assert '"asan": true' in out, out[-3000:]
     summary = [ln for ln in p.stdout.splitlines() if " in " in ln and "passed" in ln][-1:]
-    assert summary and re.fullmatch(r"\d+ passed, 1 deselected in [\d.]+s( \(.*\))?",
-                                        summary[0]), out[-3000:]
+    assert summary and re.fullmatch(r"\d+ passed in [\d.]+s( \(.*\))?", summary[0]), out[-3000:]

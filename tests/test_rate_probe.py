@@ -12,13 +12,14 @@ from nezha.topo import rails, rateprobe
 from tests.spawn import ROOT, free_port
 
 WORKER = """
-import json, numpy as np, nezha
+import numpy as np, nezha
+from tests._result import report
 c = nezha.Communicator()
 x = np.full(1 << 18, c.rank + 1, np.float32)
 c.allreduce(x)
 assert (x == sum(range(1, c.size + 1))).all()
-print("RESULT " + json.dumps({"probe": c.stats()["probe"],
-                              "nominal": [v.hex() for v in c.planner.model.nominal]}), flush=True)
+report({"probe": c.stats()["probe"],
+        "nominal": [v.hex() for v in c.planner.model.nominal]})
 c.close()
 """
 
@@ -120,6 +121,7 @@ def test_no_probe(mode):
 LAB_WORKER = WORKER.replace('"nominal": [v.hex() for v in c.planner.model.nominal]}',
                             '"nominal": [v.hex() for v in c.planner.model.nominal], '
                             '"rails": c.rails}')
+assert LAB_WORKER != WORKER
 
 
 @pytest.mark.lab

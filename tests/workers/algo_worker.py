@@ -13,6 +13,7 @@ import nezha  # noqa: E402
 from nezha.planner import ALGO_NAMES  # noqa: E402
 from nezha.types import DType, ReduceOp  # noqa: E402
 from tests import oracle  # noqa: E402
+from tests._result import report  # noqa: E402
 
 DTYPES = (DType.INT32, DType.FLOAT32, DType.INT64)
 OPS = (ReduceOp.SUM, ReduceOp.MAX, ReduceOp.MIN, ReduceOp.PROD)
@@ -62,8 +63,7 @@ def main():
     sizes = json.loads(os.environ.get("ALGO_TEST_PICK", "[]"))
     picks = {coll: [comm.algorithm_for(s, coll) for s in sizes]
              for coll in ("allreduce", "broadcast", "allgather", "reduce_scatter")}
-    print("RESULT " + json.dumps(dict(rank=r, failures=failures, picks=picks,
-                                      calls=i, striped=sorted(striped))), flush=True)
+    report(dict(rank=r, failures=failures, picks=picks, calls=i, striped=sorted(striped)))
     comm.close()
 
 

@@ -7,7 +7,6 @@ take part in.
 
     behind_worker.py DIR close|idle|p2p      prints RESULT {json}
 """
-import json
 import os
 import sys
 import time
@@ -15,6 +14,7 @@ import time
 import numpy as np
 
 import nezha
+from tests._result import report
 
 
 def wait_for(path):
@@ -51,9 +51,8 @@ def main(d, mode):
             comm.send(np.array([r, 7, r * r], np.int32), r - 1)
     comm.close()  # "close": the re-run happens in here
     events = comm.stats()["events"]
-    print("RESULT " + json.dumps(dict(rank=r, exact=bool(np.array_equal(a, want)),
-                                      returned=returned, woke=woke, got=got,
-                                      events=events)), flush=True)
+    report(dict(rank=r, exact=bool(np.array_equal(a, want)), returned=returned, woke=woke,
+                got=got, events=events))
 
 
 if __name__ == "__main__":

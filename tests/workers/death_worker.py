@@ -10,7 +10,6 @@
 
 Every rank runs checked striped allreduces until an error or TEST_STOP appears; prints
 RESULT {json}: error class, message, seconds from the start of the failing call, wrong."""
-import json
 import os
 import signal
 import sys
@@ -22,6 +21,7 @@ import nezha
 import nezha.bootstrap.env as benv
 import nezha.mesh as mesh
 from nezha.failover import Failover
+from tests._result import report
 
 
 def die(*_a, **_k):
@@ -80,7 +80,7 @@ def main():
         res = dict(rank=rank, error=type(exc).__name__, msg=str(exc)[:600], stage=stage,
                    secs=round(time.monotonic() - t0, 2), wrong=wrong, done=done,
                    peer=getattr(exc, "peer", None))
-    print("RESULT " + json.dumps(res), flush=True)
+    report(res)
 
 
 if __name__ == "__main__":

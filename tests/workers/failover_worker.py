@@ -1,7 +1,8 @@
 """One rank of a failover scenario (tests/test_failover.py): runs collectives, checks every
-result against numpy, and stops when the stop file appears; prints RESULT {json} on exit."""
+result against numpy, and stops when the stop file appears; prints RESULT {json} on exit.
+With TEST_INJECT_DIR, the ranks pause when the driver asks (_pause) so that its fault
+catches a small allreduce in flight."""
 import faulthandler
-import json
 import os
 import signal
 import sys
@@ -10,6 +11,7 @@ import time
 import numpy as np
 
 import nezha
+from tests._result import report
 
 
 # with no elements too: such a collective moves only headers (it votes; the soak found it
@@ -112,6 +114,50 @@ def kept(comm, i):
 
 
 _KEPT = {}
+WAIT_S = 60  # the driver answers within seconds; a lost driver must not hang the ranks
+
+
+def _wait_file(path, stop):
+    """Wait for path to appear; False if the stop file came first."""
+    t_end = time.monotonic() + WAIT_S
+    while not os.path.exists(path):
+        if os.path.exists(stop):
+            return False
+        if time.monotonic() > t_end:
+            raise RuntimeError(f"no {path} within {WAIT_S} s")
+        time.sleep(0.01)
+    return True
+
+
+def _pause(comm, d, k, stop):
+    """Pause k, asked for by the driver (file arm.k, seen by some rank; every rank pauses at
+    the same collective): with every rail back in use, rank 0 writes the plan of the small
+    allreduce all will run next (ready.k), then all wait for go.k; the driver cuts a rail of
+    that plan meanwhile, so the fault catches that allreduce in flight, whatever the timing.
+    Returns how many results came out wrong."""
+    r, n = comm.rank, comm.size
+    a = np.zeros(5, np.int64)
+    wrong = 0
+    for _ in range(500):  # the last cut rail must be re-admitted first (else none is left)
+        a[:] = np.arange(5) + r
+        comm.allreduce(a)
+        wrong += not np.array_equal(a, np.arange(5) * n + n * (n - 1) // 2)
+        ok = np.array([all(comm.stats()["alive"].values())], np.int64)
+        comm.allreduce(ok, op=nezha.MIN)  # agreed: every rank pauses after as many
+        if ok[0]:
+            break
+        time.sleep(0.01)
+    else:
+        raise RuntimeError(f"pause {k}: a rail was not re-admitted")
+    if r == 0:
+        with open(os.path.join(d, f"ready.{k}.tmp"), "w") as f:
+            f.write(comm.stats()["last_plan"])
+        os.rename(os.path.join(d, f"ready.{k}.tmp"), os.path.join(d, f"ready.{k}"))
+    if not _wait_file(os.path.join(d, f"go.{k}"), stop):
+        return wrong
+    a[:] = np.arange(5) * (r + 1)  # the allreduce the fault catches
+    comm.allreduce(a)
+    return wrong + int(not np.array_equal(a, np.arange(5) * (n * (n + 1) // 2)))
 
 
 def main(stop, kind):
@@ -120,12 +166,19 @@ def main(stop, kind):
     wrong = done = 0
     count = 300_007  # odd, prime: slices and pieces that do not divide evenly
     base = (np.arange(count) % 5).astype(np.int64)
+    inject = os.environ.get("TEST_INJECT_DIR")
+    paused = 0
     try:
         while True:
-            flag = np.array([1 if os.path.exists(stop) else 0], np.int64)
+            # [stop, pause]: a file seen by any rank counts for all
+            arm = inject is not None and os.path.exists(os.path.join(inject, f"arm.{paused}"))
+            flag = np.array([os.path.exists(stop), arm], np.int64)
             comm.allreduce(flag, op=nezha.MAX)
             if flag[0]:
                 break
+            if flag[1]:
+                wrong += _pause(comm, inject, paused, stop)
+                paused += 1
             which = done % 4 if kind == "all" else 0
             if kind == "small":
                 wrong += small(comm, done)
@@ -153,15 +206,14 @@ def main(stop, kind):
             if done == 5 and os.environ.get("TEST_READY_DIR"):  # the test injects from now on
                 open(os.path.join(os.environ["TEST_READY_DIR"], f"ready.{r}"), "w").close()
         st = comm.stats()
-        print("RESULT " + json.dumps(dict(error=None, wrong=wrong, done=done,
-                                          events=st["events"], alive=st["alive"],
-                                          fast=st["fast_path_calls"])), flush=True)
+        report(dict(error=None, wrong=wrong, done=done, events=st["events"],
+                    alive=st["alive"], fast=st["fast_path_calls"]))
     except nezha.NezhaError as exc:
         if os.environ.get("TEST_DEBUG"):
             print("ENDPOINTS", comm._engine.endpoint_bytes(), comm._engine.endpoint_kinds(),
                   flush=True)
-        print("RESULT " + json.dumps(dict(error=type(exc).__name__, msg=str(exc), wrong=wrong,
-                                          done=done, t=time.time())), flush=True)
+        report(dict(error=type(exc).__name__, msg=str(exc), wrong=wrong, done=done,
+                    t=time.time()))
     comm.close()
 
 

@@ -6,7 +6,6 @@ the failures, and per call whether it took the fast path.
 
     fast_worker.py [numpy|torch]   torch: the buffers are torch CPU tensors on the same
                                    memory, new tensor objects every call (bfloat16 too)"""
-import json
 import os
 import sys
 
@@ -17,6 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 import nezha  # noqa: E402
 from nezha.types import DType, ReduceOp  # noqa: E402
 from tests import oracle  # noqa: E402
+from tests._result import report  # noqa: E402
 
 TORCH = sys.argv[1:] == ["torch"]
 DTYPES = ((DType.INT64, DType.BFLOAT16, DType.FLOAT32, DType.UINT8) if TORCH else
@@ -135,10 +135,9 @@ def main():
         failures.append("broadcast with a numpy integer root")
     barriers = _barriers(comm, failures)
     st = comm.stats()
-    print("RESULT " + json.dumps(dict(failures=failures[:20], nfail=len(failures), calls=calls,
-                                      refusals=refusals, failover=st["failover"], barriers=barriers,
-                                      votes=st["votes"], fast=st["fast_path_calls"])),
-          flush=True)
+    report(dict(failures=failures[:20], nfail=len(failures), calls=calls, refusals=refusals,
+                failover=st["failover"], barriers=barriers, votes=st["votes"],
+                fast=st["fast_path_calls"]))
     comm.close()
 
 

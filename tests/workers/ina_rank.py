@@ -1,6 +1,5 @@
 """One rank of an allreduce job over loop (TCP) rails + an INA service (tests/test_ina_rail.py):
 checks every result against a numpy oracle; prints RESULT {json}."""
-import json
 import os
 import sys
 import time
@@ -9,6 +8,7 @@ import numpy as np
 
 import nezha
 from nezha.types import ReduceOp
+from tests._result import report
 
 # float sums stay exact: small integers
 DTYPES = [np.float32, np.float64, np.int32, np.int64]
@@ -82,7 +82,7 @@ def main(mode):
     res = dict(runs=runs, wrong=wrong, offloads=ina.offloads if ina else -1,
                failures=ina.failures if ina else -1, alive=bool(ina and ina.alive))
     comm.close()
-    print("RESULT " + json.dumps(res), flush=True)
+    report(res)
 
 
 if __name__ == "__main__":

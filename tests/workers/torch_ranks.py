@@ -1,6 +1,5 @@
 """One rank of a tests/test_torch.py scenario over the torch.distributed API; prints
 RESULT {json}. Environment: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (env:// init)."""
-import json
 import os
 import sys
 import traceback
@@ -11,6 +10,7 @@ import torch
 import torch.distributed as dist
 
 import nezha.torch  # noqa: F401  registers "nezha"
+from tests._result import report as _report
 
 R = dist.ReduceOp
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "int64": torch.int64}
@@ -18,10 +18,7 @@ SIZES = [0, 1, 2, 13, 1021, 65537]
 
 
 def report(**kw):
-    # one write, newline included: print() writes the line and its newline separately, and
-    # with PYTHONUNBUFFERED a log line on stderr (the same pipe) landed between them (CI)
-    sys.stdout.write("RESULT " + json.dumps(kw) + "\n")
-    sys.stdout.flush()
+    _report(kw)
 
 
 def data(dtype, count, rank, tag, op=None):
