@@ -156,8 +156,44 @@ def cmd_run(a):
     return 0
 
 
+def _replays(a, lab, system, rails, cal):
+    """Per bench run of `system`: {nbytes: predicted s} by the replay of its call sequence
+    (benchloop.py), with the lab's tbf buckets on the rails (tbf=True) or without."""
+    from nezha.lab import shaping
+    from nezha.sim import benchloop as BL
+    from nezha.sim import bucket as B
+    doc = C._load(a.file)
+    n, rates_bps = int(lab["hosts"]), lab["rates_bps"]
+    good = shaping.goodput_ceiling(lab.get("mtu") or shaping.DEFAULT_MTU)
+    gap = BL.small_latency((doc.get("summary") or {}).get("allreduce", {}).get(system) or [])
+    budget = (doc.get("options") or {}).get("time_budget")
+    out = {False: [], True: []}
+    for run in doc.get("runs") or []:
+        if run.get("system") != system or run.get("collective") != "allreduce" \
+                or not run.get("doc"):
+            continue
+        for tbf in (False, True):
+            # tbf counts whole frames: TCP payload gets goodput_ceiling of the rate
+            fab = F.MultiRail(n, len(rails), [rates_bps[i] * good / 1e9 for i in rails], 0.0)
+            host_of = fab.place(n)
+            bk = B.lab_buckets(fab, [rates_bps[i] for i in rails])
+            if not tbf:
+                bk.burst[bk.shaped] = 0.0
+                bk.tokens[:] = 0.0
+            # what the lab ran: ring from 64 KiB, no prior (equal), 1 MiB failover pieces
+            pl = N.make_planner(n, host_of, len(rails), None, 1, {"ALGO": "ring"})
+            pl.piece_bytes = 1 << 20
+            alpha = [C.alpha_of(cal, rates_bps[i] / 8) for i in rails]
+            rows = BL.replay(pl, fab, host_of, BL.schedule_of(run["doc"], size(a.min_size)),
+                             alpha, bk, gap, budget)
+            out[tbf].append({r["nbytes"]: r["predicted_s"] for r in rows})
+    return out
+
+
 def cmd_lab(a):
-    """Predict a lab compare JSON's nezha runs and print measured vs predicted."""
+    """Predict a lab compare JSON's nezha runs and print measured vs predicted: at the
+    converged split, and (--replay) by replaying the bench's calls with the planner
+    learning, without and with the lab's token buckets."""
     lab = C.lab_of(a.file)
     n, rates_bps = int(lab["hosts"]), lab["rates_bps"]
     cal = C.calibrate(a.calibration or [a.file])
@@ -172,17 +208,31 @@ def cmd_lab(a):
         fab = F.MultiRail(n, len(rails), rates, 0.0, cpu_cost=cpu)
         host_of = fab.place(n)
         alpha = [C.alpha_of(cal, r * 1e9 / 8) for r in rates]
-        pl = N.make_planner(n, host_of, len(rails), [r * 1e9 / 8 for r in rates])
+        pl = N.make_planner(n, host_of, len(rails), [r * 1e9 / 8 for r in rates], 1,
+                            {"ALGO": "ring"})  # the lab ran ring from 64 KiB
+        rep = _replays(a, lab, system, rails, cal) if a.replay else None
         for nb, t in meas:
             wl, plan = N.workload("allreduce", nb, pl)
             r = NW.simulate(wl, fab, host_of, "rail", 1, alpha, tol=1e-4)
-            rows.append({"system": system, "nbytes": nb, "measured_us": t * 1e6,
-                         "predicted_us": r.time * 1e6,
-                         "error_pct": 100 * (r.time - t) / t, "plan": repr(plan)})
+            row = {"system": system, "nbytes": nb, "measured_us": t * 1e6,
+                   "predicted_us": r.time * 1e6,
+                   "error_pct": 100 * (r.time - t) / t, "plan": repr(plan)}
+            if rep:
+                for tbf, name in ((False, "replay"), (True, "replay_tbf")):
+                    # the bench's row is the median over its runs: so is the prediction
+                    v = float(np.median([x[nb] for x in rep[tbf] if nb in x])) \
+                        if any(nb in x for x in rep[tbf]) else float("nan")
+                    row[f"{name}_us"] = v * 1e6
+                    row[f"{name}_pct"] = 100 * (v - t) / t
+            rows.append(row)
     print(f"# {a.file}: {n} hosts, rails {', '.join(f'{x / 1e6:g} Mbit/s' for x in rates_bps)}; "
           f"cpu cost {cpu:.3g} s/B")
-    table(rows, [("system", "{}"), ("nbytes", "{}"), ("measured_us", "{:.1f}"),
-                 ("predicted_us", "{:.1f}"), ("error_pct", "{:+.1f}")])
+    cols = [("system", "{}"), ("nbytes", "{}"), ("measured_us", "{:.1f}"),
+            ("predicted_us", "{:.1f}"), ("error_pct", "{:+.1f}")]
+    if a.replay:
+        cols += [("replay_us", "{:.1f}"), ("replay_pct", "{:+.1f}"),
+                 ("replay_tbf_us", "{:.1f}"), ("replay_tbf_pct", "{:+.1f}")]
+    table(rows, cols)
     write(rows, a)
     return 0
 
@@ -305,6 +355,9 @@ def parser():
     lb.add_argument("--calibration", nargs="*")
     lb.add_argument("--cpu", action="store_true", help="include the calibrated CPU cost")
     lb.add_argument("--min-size", default="64K")
+    lb.add_argument("--replay", action="store_true",
+                    help="also replay every run's calls with the planner learning, without "
+                         "and with the lab's token buckets (sim/benchloop.py)")
     lb.add_argument("--csv")
     lb.add_argument("--json")
     fo = sub.add_parser("failover", help="a rail cut during an allreduce: the failover's "
