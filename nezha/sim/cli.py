@@ -242,10 +242,21 @@ def cmd_failover(a):
     from nezha.sim import failover as FO
     rates = [float(x) for x in a.rate.split(",")]
     kw = dict(timeout=a.timeout, vote=a.vote, detect=a.detect)
+    if a.file and a.phases:
+        rows = FO.phases(a.file, rates, a.hosts, **kw)
+        print(f"# {a.file}: each cut's phases, lab (rank 0's events) vs model; ms from the hit "
+              "collective's start")
+        table(rows, [("nbytes", "{}"), ("mode", "{}"), ("at_ms", "{:.1f}"), ("why", "{:.12}"),
+                     ("lab_down_ms", "{:.1f}"), ("sim_down_ms", "{:.1f}"),
+                     ("lab_rerun_ms", "{:.1f}"), ("sim_rerun_ms", "{:.1f}"),
+                     ("unfinished", "{}")])
+        write(rows, a) if (a.csv or a.json) else None
+        return 0
     if a.file:
-        rows, summ = FO.compare(a.file, rates, a.hosts, align=not a.no_align, **kw)
+        align = None if a.no_align else a.align
+        rows, summ = FO.compare(a.file, rates, a.hosts, align=align, **kw)
         print(f"# {a.file}: {a.hosts} hosts, rails {a.rate} Gb/s; timeout {a.timeout * 1e3:g} ms, "
-              f"vote {a.vote * 1e3:g} ms, cut times {'raw' if a.no_align else 'aligned'}")
+              f"vote {a.vote * 1e3:g} ms, cut times {align or 'raw'}")
         if a.cuts:
             table(rows, [("nbytes", "{}"), ("mode", "{}"), ("lab_at_ms", "{:.1f}"),
                          ("at_ms", "{:.1f}"), ("cut_host", "{}"), ("cut_rail", "{}"),
@@ -256,7 +267,8 @@ def cmd_failover(a):
                      ("measured_ms", "{:.1f}"), ("predicted_ms", "{:.1f}"),
                      ("error_pct", "{:+.1f}"), ("measured_mean_ms", "{:.1f}"),
                      ("predicted_mean_ms", "{:.1f}"), ("lab_two_rail_ms", "{:.1f}"),
-                     ("sim_two_rail_ms", "{:.1f}"), ("lab_one_rail_iqr_ms", "{:.1f}")])
+                     ("sim_two_rail_ms", "{:.1f}"), ("start_ms", "{:.1f}"),
+                     ("end_ms", "{:.1f}"), ("lab_one_rail_iqr_ms", "{:.1f}")])
         write(summ + rows, a) if (a.csv or a.json) else None
         return 0
     rows = []
@@ -376,7 +388,12 @@ def parser():
     fo.add_argument("--detect", default="silence", help="silence or error (a socket error)")
     fo.add_argument("--no-align", action="store_true",
                     help="use the lab's cut times as they are (no scaling to the sim's speed)")
+    fo.add_argument("--align", default="share", choices=("start", "share"),
+                    help="place the lab's cuts after the bench's start cost (start) or by "
+                         "share of the two-rail work (share)")
     fo.add_argument("--cuts", action="store_true", help="print every cut")
+    fo.add_argument("--phases", action="store_true",
+                    help="every cut's detection and re-run, lab (its events) vs model")
     fo.add_argument("--csv")
     fo.add_argument("--json")
     ia = sub.add_parser("ina", help="in-network aggregation vs ring allreduce, 8..512 nodes")
