@@ -77,3 +77,37 @@ def test_replay_learns_the_split_from_cold():
     share = pl.model.summary()["buckets"]["allreduce:1M+"]["split"]
     assert share[0] == pytest.approx(0.8, abs=0.02)
     assert row["last_s"] == pytest.approx(1.5 * (1 << 20) * share[0] / 50e6, rel=0.03)
+
+
+def test_sim_lab_replay_reports_the_slowest_rank(tmp_path, capsys):
+    # a compare JSON cut down to what `nezha sim lab --replay` reads: one rail, two sizes
+    import gzip
+    import json
+
+    from nezha.sim import cli
+    res = [{"size": nb, "nbytes": nb, "avg_us": us, "min_us": us - 100, "max_us": us + 50,
+            "iterations": 3, "warmup": 2} for nb, us in ((64 << 10, 1800.0), (1 << 20, 31000.0))]
+    small = {"size": 4, "nbytes": 4, "avg_us": 35.0}
+    doc = {"lab": {"hosts": 4, "rates_bps": [400e6], "mtu": 9000},
+           "options": {"time_budget": 0.05},
+           "systems": {"nezha-rail0": {"backend": "nezha", "rails": ["rail0"]}},
+           "summary": {"allreduce": {"nezha-rail0": [small] + [
+               {k: r[k] for k in ("size", "nbytes", "avg_us")} for r in res]}},
+           "runs": [{"system": "nezha-rail0", "collective": "allreduce",
+                     "doc": {"results": res}}]}
+    path = tmp_path / "compare.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump(doc, f)
+    out = tmp_path / "lab.json"
+    assert cli.main(["lab", str(path), "--replay", "--json", str(out)]) == 0
+    rows = json.load(open(out))["rows"]
+    assert [r["nbytes"] for r in rows] == [64 << 10, 1 << 20]
+    for r in rows:
+        assert r["slowest_us"] == pytest.approx(
+            {64 << 10: 1850.0, 1 << 20: 31050.0}[r["nbytes"]])
+        # one rail at the goodput ceiling: 1.5 x S / (50 MB/s x 0.9927); the buckets can
+        # only take a little off (a burst is 1.75 ms of this rate)
+        wire = 1.5 * r["nbytes"] / (50e6 * shaping.goodput_ceiling()) * 1e6
+        assert r["replay_us"] == pytest.approx(wire, rel=1e-3)
+        assert wire - 1750 < r["replay_tbf_us"] <= wire * (1 + 1e-9)
+    assert "replay_tbf_vs_slowest_pct" in capsys.readouterr().out
