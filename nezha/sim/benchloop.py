@@ -17,6 +17,9 @@ same calls in the same order, from the smallest size the run has at 64 KiB and u
 import numpy as np
 
 from nezha.costmodel import GLOBAL_MIN_BYTES
+from nezha.lab import shaping
+from nezha.sim import bucket as B
+from nezha.sim import fabric as F
 from nezha.sim import network as NW
 from nezha.sim import nezha_sched as N
 
@@ -100,3 +103,41 @@ def schedule_of(run_doc, min_size=64 << 10):
     """[(nbytes, untimed, timed)] of one bench run (its JSON 'doc'), sizes >= min_size."""
     return [(r["nbytes"], int(r.get("warmup") or 0), int(r["iterations"]))
             for r in run_doc["results"] if r["nbytes"] >= min_size]
+
+
+def replays(doc, system, rails, alpha, min_size=64 << 10):
+    """Every run of `system` in a compare document, replayed: {False: [...], True: [...]},
+    one {nbytes: predicted s} per run, on flat links (False) or with the lab's tbf buckets
+    (True). Links run at tbf's goodput ceiling: it counts whole frames."""
+    lab = doc.get("lab") or {}
+    n, rates_bps = int(lab["hosts"]), lab["rates_bps"]
+    good = shaping.goodput_ceiling(lab.get("mtu") or shaping.DEFAULT_MTU)
+    gap = small_latency((doc.get("summary") or {}).get("allreduce", {}).get(system) or [])
+    budget = (doc.get("options") or {}).get("time_budget")
+    out = {False: [], True: []}
+    for run in doc.get("runs") or []:
+        if run.get("system") != system or run.get("collective") != "allreduce" \
+                or not run.get("doc"):
+            continue
+        for tbf in (False, True):
+            fab = F.MultiRail(n, len(rails), [rates_bps[i] * good / 1e9 for i in rails], 0.0)
+            host_of = fab.place(n)
+            bk = B.lab_buckets(fab, [rates_bps[i] for i in rails])
+            if not tbf:
+                bk.burst[bk.shaped] = 0.0
+                bk.tokens[:] = 0.0
+            # what the lab ran: ring from 64 KiB, no prior (equal), 1 MiB failover pieces
+            pl = N.make_planner(n, host_of, len(rails), None, 1, {"ALGO": "ring"})
+            pl.piece_bytes = 1 << 20
+            rows = replay(pl, fab, host_of, schedule_of(run["doc"], min_size), alpha, bk, gap,
+                          budget)
+            out[tbf].append({r["nbytes"]: r["predicted_s"] for r in rows})
+    return out
+
+
+def slowest(doc, system, nbytes):
+    """Median over a compare document's runs of the slowest rank's mean time (s)."""
+    vals = [r["max_us"] * 1e-6 for run in doc.get("runs") or []
+            if run.get("system") == system and run.get("collective") == "allreduce"
+            for r in (run.get("doc") or {}).get("results") or [] if r["nbytes"] == nbytes]
+    return float(np.median(vals)) if vals else float("nan")

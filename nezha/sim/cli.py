@@ -117,8 +117,10 @@ def run(a):
     return fab, rows
 
 
-def table(rows, cols, out=sys.stdout):
-    """Print rows as an aligned table."""
+def table(rows, cols, out=None):
+    """Print rows as an aligned table (to sys.stdout as it is at the call: a default bound
+    at import kept a stream pytest's capture had closed)."""
+    out = out or sys.stdout
     head = [c for c, _ in cols]
     cells = [[fmt.format(r[c]) if not callable(fmt) else fmt(r[c]) for c, fmt in cols]
              for r in rows]
@@ -156,53 +158,13 @@ def cmd_run(a):
     return 0
 
 
-def _slowest(path, system, nbytes):
-    """Median over the bench's runs of the slowest rank's mean time (s) for nbytes."""
-    vals = [r["max_us"] * 1e-6 for run in C._load(path).get("runs") or []
-            if run.get("system") == system and run.get("collective") == "allreduce"
-            for r in (run.get("doc") or {}).get("results") or [] if r["nbytes"] == nbytes]
-    return float(np.median(vals)) if vals else float("nan")
-
-
-def _replays(a, lab, system, rails, cal):
-    """Per bench run of `system`: {nbytes: predicted s} by the replay of its call sequence
-    (benchloop.py), with the lab's tbf buckets on the rails (tbf=True) or without."""
-    from nezha.lab import shaping
-    from nezha.sim import benchloop as BL
-    from nezha.sim import bucket as B
-    doc = C._load(a.file)
-    n, rates_bps = int(lab["hosts"]), lab["rates_bps"]
-    good = shaping.goodput_ceiling(lab.get("mtu") or shaping.DEFAULT_MTU)
-    gap = BL.small_latency((doc.get("summary") or {}).get("allreduce", {}).get(system) or [])
-    budget = (doc.get("options") or {}).get("time_budget")
-    out = {False: [], True: []}
-    for run in doc.get("runs") or []:
-        if run.get("system") != system or run.get("collective") != "allreduce" \
-                or not run.get("doc"):
-            continue
-        for tbf in (False, True):
-            # tbf counts whole frames: TCP payload gets goodput_ceiling of the rate
-            fab = F.MultiRail(n, len(rails), [rates_bps[i] * good / 1e9 for i in rails], 0.0)
-            host_of = fab.place(n)
-            bk = B.lab_buckets(fab, [rates_bps[i] for i in rails])
-            if not tbf:
-                bk.burst[bk.shaped] = 0.0
-                bk.tokens[:] = 0.0
-            # what the lab ran: ring from 64 KiB, no prior (equal), 1 MiB failover pieces
-            pl = N.make_planner(n, host_of, len(rails), None, 1, {"ALGO": "ring"})
-            pl.piece_bytes = 1 << 20
-            alpha = [C.alpha_of(cal, rates_bps[i] / 8) for i in rails]
-            rows = BL.replay(pl, fab, host_of, BL.schedule_of(run["doc"], size(a.min_size)),
-                             alpha, bk, gap, budget)
-            out[tbf].append({r["nbytes"]: r["predicted_s"] for r in rows})
-    return out
-
-
 def cmd_lab(a):
     """Predict a lab compare JSON's nezha runs and print measured vs predicted: at the
     converged split, and (--replay) by replaying the bench's calls with the planner
     learning, without and with the lab's token buckets."""
-    lab = C.lab_of(a.file)
+    from nezha.sim import benchloop as BL
+    doc = C._load(a.file)
+    lab = doc.get("lab") or {}
     n, rates_bps = int(lab["hosts"]), lab["rates_bps"]
     cal = C.calibrate(a.calibration or [a.file])
     cpu = cal["cpu_cost_per_byte"] if a.cpu else 0.0
@@ -218,7 +180,8 @@ def cmd_lab(a):
         alpha = [C.alpha_of(cal, r * 1e9 / 8) for r in rates]
         pl = N.make_planner(n, host_of, len(rails), [r * 1e9 / 8 for r in rates], 1,
                             {"ALGO": "ring"})  # the lab ran ring from 64 KiB
-        rep = _replays(a, lab, system, rails, cal) if a.replay else None
+        alpha_r = [C.alpha_of(cal, rates_bps[i] / 8) for i in rails]
+        rep = BL.replays(doc, system, rails, alpha_r, size(a.min_size)) if a.replay else None
         for nb, t in meas:
             wl, plan = N.workload("allreduce", nb, pl)
             r = NW.simulate(wl, fab, host_of, "rail", 1, alpha, tol=1e-4)
@@ -229,7 +192,7 @@ def cmd_lab(a):
                 # the slowest rank's mean: the model starts every rank at once, so its time
                 # is the collective's span; the bench's row averages ranks whose clocks
                 # start at their own barrier exits
-                slow = _slowest(a.file, system, nb)
+                slow = BL.slowest(doc, system, nb)
                 row["slowest_us"] = slow * 1e6
                 for tbf, name in ((False, "replay"), (True, "replay_tbf")):
                     # the bench's row is the median over its runs: so is the prediction
