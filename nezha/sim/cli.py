@@ -117,8 +117,10 @@ def run(a):
     return fab, rows
 
 
-def table(rows, cols, out=sys.stdout):
-    """Print rows as an aligned table."""
+def table(rows, cols, out=None):
+    """Print rows as an aligned table (to sys.stdout as it is at the call: a default bound
+    at import kept a stream pytest's capture had closed)."""
+    out = out or sys.stdout
     head = [c for c, _ in cols]
     cells = [[fmt.format(r[c]) if not callable(fmt) else fmt(r[c]) for c, fmt in cols]
              for r in rows]
@@ -157,8 +159,12 @@ def cmd_run(a):
 
 
 def cmd_lab(a):
-    """Predict a lab compare JSON's nezha runs and print measured vs predicted."""
-    lab = C.lab_of(a.file)
+    """Predict a lab compare JSON's nezha runs and print measured vs predicted: at the
+    converged split, and (--replay) by replaying the bench's calls with the planner
+    learning, without and with the lab's token buckets."""
+    from nezha.sim import benchloop as BL
+    doc = C._load(a.file)
+    lab = doc.get("lab") or {}
     n, rates_bps = int(lab["hosts"]), lab["rates_bps"]
     cal = C.calibrate(a.calibration or [a.file])
     cpu = cal["cpu_cost_per_byte"] if a.cpu else 0.0
@@ -172,17 +178,40 @@ def cmd_lab(a):
         fab = F.MultiRail(n, len(rails), rates, 0.0, cpu_cost=cpu)
         host_of = fab.place(n)
         alpha = [C.alpha_of(cal, r * 1e9 / 8) for r in rates]
-        pl = N.make_planner(n, host_of, len(rails), [r * 1e9 / 8 for r in rates])
+        pl = N.make_planner(n, host_of, len(rails), [r * 1e9 / 8 for r in rates], 1,
+                            {"ALGO": "ring"})  # the lab ran ring from 64 KiB
+        alpha_r = [C.alpha_of(cal, rates_bps[i] / 8) for i in rails]
+        rep = BL.replays(doc, system, rails, alpha_r, size(a.min_size)) if a.replay else None
         for nb, t in meas:
             wl, plan = N.workload("allreduce", nb, pl)
             r = NW.simulate(wl, fab, host_of, "rail", 1, alpha, tol=1e-4)
-            rows.append({"system": system, "nbytes": nb, "measured_us": t * 1e6,
-                         "predicted_us": r.time * 1e6,
-                         "error_pct": 100 * (r.time - t) / t, "plan": repr(plan)})
+            row = {"system": system, "nbytes": nb, "measured_us": t * 1e6,
+                   "predicted_us": r.time * 1e6,
+                   "error_pct": 100 * (r.time - t) / t, "plan": repr(plan)}
+            if rep:
+                # the slowest rank's mean: the model starts every rank at once, so its time
+                # is the collective's span; the bench's row averages ranks whose clocks
+                # start at their own barrier exits
+                slow = BL.slowest(doc, system, nb)
+                row["slowest_us"] = slow * 1e6
+                for tbf, name in ((False, "replay"), (True, "replay_tbf")):
+                    # the bench's row is the median over its runs: so is the prediction
+                    v = float(np.median([x[nb] for x in rep[tbf] if nb in x])) \
+                        if any(nb in x for x in rep[tbf]) else float("nan")
+                    row[f"{name}_us"] = v * 1e6
+                    row[f"{name}_pct"] = 100 * (v - t) / t
+                    row[f"{name}_vs_slowest_pct"] = 100 * (v - slow) / slow
+            rows.append(row)
     print(f"# {a.file}: {n} hosts, rails {', '.join(f'{x / 1e6:g} Mbit/s' for x in rates_bps)}; "
           f"cpu cost {cpu:.3g} s/B")
-    table(rows, [("system", "{}"), ("nbytes", "{}"), ("measured_us", "{:.1f}"),
-                 ("predicted_us", "{:.1f}"), ("error_pct", "{:+.1f}")])
+    cols = [("system", "{}"), ("nbytes", "{}"), ("measured_us", "{:.1f}"),
+            ("predicted_us", "{:.1f}"), ("error_pct", "{:+.1f}")]
+    if a.replay:
+        cols += [("replay_us", "{:.1f}"), ("replay_pct", "{:+.1f}"),
+                 ("replay_tbf_us", "{:.1f}"), ("replay_tbf_pct", "{:+.1f}"),
+                 ("slowest_us", "{:.1f}"), ("replay_vs_slowest_pct", "{:+.1f}"),
+                 ("replay_tbf_vs_slowest_pct", "{:+.1f}")]
+    table(rows, cols)
     write(rows, a)
     return 0
 
@@ -192,10 +221,21 @@ def cmd_failover(a):
     from nezha.sim import failover as FO
     rates = [float(x) for x in a.rate.split(",")]
     kw = dict(timeout=a.timeout, vote=a.vote, detect=a.detect)
+    if a.file and a.phases:
+        rows = FO.phases(a.file, rates, a.hosts, **kw)
+        print(f"# {a.file}: each cut's phases, lab (rank 0's events) vs model; ms from the hit "
+              "collective's start")
+        table(rows, [("nbytes", "{}"), ("mode", "{}"), ("at_ms", "{:.1f}"), ("why", "{:.12}"),
+                     ("lab_down_ms", "{:.1f}"), ("sim_down_ms", "{:.1f}"),
+                     ("lab_rerun_ms", "{:.1f}"), ("sim_rerun_ms", "{:.1f}"),
+                     ("unfinished", "{}")])
+        write(rows, a) if (a.csv or a.json) else None
+        return 0
     if a.file:
-        rows, summ = FO.compare(a.file, rates, a.hosts, align=not a.no_align, **kw)
+        align = None if a.no_align else a.align
+        rows, summ = FO.compare(a.file, rates, a.hosts, align=align, **kw)
         print(f"# {a.file}: {a.hosts} hosts, rails {a.rate} Gb/s; timeout {a.timeout * 1e3:g} ms, "
-              f"vote {a.vote * 1e3:g} ms, cut times {'raw' if a.no_align else 'aligned'}")
+              f"vote {a.vote * 1e3:g} ms, cut times {align or 'raw'}")
         if a.cuts:
             table(rows, [("nbytes", "{}"), ("mode", "{}"), ("lab_at_ms", "{:.1f}"),
                          ("at_ms", "{:.1f}"), ("cut_host", "{}"), ("cut_rail", "{}"),
@@ -206,7 +246,8 @@ def cmd_failover(a):
                      ("measured_ms", "{:.1f}"), ("predicted_ms", "{:.1f}"),
                      ("error_pct", "{:+.1f}"), ("measured_mean_ms", "{:.1f}"),
                      ("predicted_mean_ms", "{:.1f}"), ("lab_two_rail_ms", "{:.1f}"),
-                     ("sim_two_rail_ms", "{:.1f}"), ("lab_one_rail_iqr_ms", "{:.1f}")])
+                     ("sim_two_rail_ms", "{:.1f}"), ("start_ms", "{:.1f}"),
+                     ("end_ms", "{:.1f}"), ("lab_one_rail_iqr_ms", "{:.1f}")])
         write(summ + rows, a) if (a.csv or a.json) else None
         return 0
     rows = []
@@ -305,6 +346,9 @@ def parser():
     lb.add_argument("--calibration", nargs="*")
     lb.add_argument("--cpu", action="store_true", help="include the calibrated CPU cost")
     lb.add_argument("--min-size", default="64K")
+    lb.add_argument("--replay", action="store_true",
+                    help="also replay every run's calls with the planner learning, without "
+                         "and with the lab's token buckets (sim/benchloop.py)")
     lb.add_argument("--csv")
     lb.add_argument("--json")
     fo = sub.add_parser("failover", help="a rail cut during an allreduce: the failover's "
@@ -323,7 +367,12 @@ def parser():
     fo.add_argument("--detect", default="silence", help="silence or error (a socket error)")
     fo.add_argument("--no-align", action="store_true",
                     help="use the lab's cut times as they are (no scaling to the sim's speed)")
+    fo.add_argument("--align", default="share", choices=("start", "share"),
+                    help="place the lab's cuts after the bench's start cost (start) or by "
+                         "share of the two-rail work (share)")
     fo.add_argument("--cuts", action="store_true", help="print every cut")
+    fo.add_argument("--phases", action="store_true",
+                    help="every cut's detection and re-run, lab (its events) vs model")
     fo.add_argument("--csv")
     fo.add_argument("--json")
     ia = sub.add_parser("ina", help="in-network aggregation vs ring allreduce, 8..512 nodes")

@@ -106,25 +106,48 @@ def spread(path):
     return out
 
 
-def compare(path, rates_gbps=(0.4, 0.4), hosts=4, align=True, **kw):
+def start_offset(hosts, rates_gbps, size, one_rail_lab, two_rail_lab, **kw):
+    """(start, end) costs (s) of the bench's collectives that no wire carries, from its own
+    reference rows (never from the cuts). bench/failover.py times back-to-back allreduces
+    and, between them, every rank refills and checks its buffer (64 MiB: two numpy passes,
+    4 ranks on 2 cores). Rank 0's clock starts while other ranks are still at it, so the
+    data starts moving `start` later: the lab's one-rail median minus the model's one-rail
+    time. What the two-rail median has beyond start + the model's two-rail time is `end`
+    (the closing vote, the return to Python)."""
+    p = predict(hosts, list(rates_gbps), size, 1, 0, 10.0, **kw)  # a cut after the end
+    start = max(one_rail_lab - p["one_rail_ms"] / 1e3, 0.0)
+    return start, max(two_rail_lab - start - p["two_rail_ms"] / 1e3, 0.0)
+
+
+def compare(path, rates_gbps=(0.4, 0.4), hosts=4, align="share", **kw):
     """Every cut of a bench JSON predicted: rows (one per cut) and a summary per (size,
-    mode). align: a cut at wall time t of a lab collective that took T2_lab is placed at
-    t * T2_sim / T2_lab (the same share of the work done), since the lab runs slower than
-    the flow model."""
+    mode), extra on the bench's clock. align: how a cut at time t of rank 0's clock is
+    placed in the model:
+      "start": at t - start (start_offset: the data moves `start` after rank 0's clock
+               starts); the hit collective then ends at start + the model's end;
+      "share": at t * T2_sim / T2_lab, the same share of the two-rail work;
+      None:    at t."""
     import statistics
     rows, summary = [], []
     sp = spread(path)
     for (size, mode), v in bench_cuts(path).items():
         meas, pred = [], []
+        start, end = (start_offset(hosts, rates_gbps, size, v["one_rail"], v["two_rail"], **kw)
+                      if align == "start" else (0.0, 0.0))
         for at, h, rail, ex in v["cuts"]:
             p = predict(hosts, list(rates_gbps), size, h, rail, at, **kw)
-            if align and at > 0:
-                lab_at = at
+            lab_at = at
+            if align == "share" and at > 0:
                 at = at * p["two_rail_ms"] / 1e3 / v["two_rail"]
                 p = predict(hosts, list(rates_gbps), size, h, rail, at, **kw)
-                p["lab_at_ms"] = lab_at * 1e3
-            else:
-                p["lab_at_ms"] = at * 1e3
+            elif align == "start":
+                p = predict(hosts, list(rates_gbps), size, h, rail, at - start, **kw)
+                # the bench's ideal, on its clock, from its reference medians
+                before = min(max(lab_at, 0.0), v["two_rail"])
+                ideal = before + (1 - before / v["two_rail"]) * v["one_rail"]
+                # the model's vote stands for the lab's closing vote: `end` is not added
+                p["extra_ms"] = (start + p["took_ms"] / 1e3 - ideal) * 1e3
+            p["lab_at_ms"] = lab_at * 1e3
             p.update(mode=mode, measured_ms=ex * 1e3)
             rows.append(p)
             meas.append(ex * 1e3)
@@ -138,6 +161,7 @@ def compare(path, rates_gbps=(0.4, 0.4), hosts=4, align=True, **kw):
                         "predicted_mean_ms": statistics.mean(pred),
                         "lab_two_rail_ms": v["two_rail"] * 1e3,
                         "sim_two_rail_ms": rows[-1]["two_rail_ms"],
+                        "start_ms": start * 1e3, "end_ms": end * 1e3,
                         "lab_one_rail_iqr_ms": (q[2] - q[0]) * 1e3 if q is not None else 0.0})
     return rows, summary
 
@@ -169,4 +193,46 @@ def bench_cuts(path):
             rail = 0 if (row["size"] < (1 << 20) or k % 2 == 0) else 1
             cuts.append((tf - t0, 1 + k % 3, rail, (t1 - t0) - ideal))
         out[(row["size"], row["mode"])] = dict(cuts=cuts, two_rail=med2, one_rail=med1)
+    return out
+
+
+def phases(path, rates_gbps=(0.4, 0.4), hosts=4, **kw):
+    """Every cut split into the phases the bench's events show (rank 0's 'down' event:
+    when the rail was declared dead, and when the re-run was done), next to the model's:
+    rows of {nbytes, mode, at_ms, lab_down_ms, sim_down_ms, lab_rerun_ms, sim_rerun_ms}.
+    Times from the hit collective's start, lab ms; the model's cut placed by share of the
+    two-rail work (as compare(align="share")) and its detection scaled back the same way (a
+    two-rail phase). sim_rerun_ms is the vote plus the re-run, as the lab's time from
+    'down' to 'rerun done' is; a one-rail phase, in the model's own ms."""
+    import gzip
+    import json
+    op = gzip.open if str(path).endswith(".gz") else open
+    with op(path, "rt") as f:
+        data = json.load(f)
+    cuts = bench_cuts(path)
+    out = []
+    for row in data:
+        v = cuts[(row["size"], row["mode"])]
+        rows = row["raw"]["rows"]
+        downs = [e for e in row.get("events") or [] if e.get("event") == "down"]
+        for tf, _ in row["raw"]["failures"]:
+            i = next((i for i, (t0, t1, a) in enumerate(rows) if t1 > tf and a != 3), None)
+            ev = next((e for e in downs if e["time"] >= tf - 1e-3), None)
+            if i is None or ev is None or not ev.get("rerun_done_s"):
+                continue
+            t0 = rows[i][0]
+            at, h, rail, _ = next(c for c in v["cuts"] if abs(c[0] - (tf - t0)) < 1e-9)
+            p = predict(hosts, list(rates_gbps), row["size"], h, rail, at, **kw)
+            s = v["two_rail"] / (p["two_rail_ms"] / 1e3)  # lab s per sim s
+            if at > 0:
+                p = predict(hosts, list(rates_gbps), row["size"], h, rail, at / s, **kw)
+            else:
+                s = 1.0
+            out.append({"nbytes": row["size"], "mode": row["mode"], "at_ms": at * 1e3,
+                        "why": ev.get("why", ""),
+                        "lab_down_ms": (ev["time"] - t0) * 1e3,
+                        "sim_down_ms": p["detected_ms"] * s,
+                        "lab_rerun_ms": (ev["rerun_done_s"] - ev["time"]) * 1e3,
+                        "sim_rerun_ms": p["took_ms"] - p["detected_ms"],
+                        "unfinished": p["unfinished"]})
     return out

@@ -80,13 +80,16 @@ def _resplit_unstarted(rt, hit, state, tf_ptr, tf_flow, rem, frac):
 
 
 def simulate(wl, fabric, host_of, scheme="ecmp", nconns=1, alpha=0.0, failures=(), tol=1e-2,
-             seed=0, flow_key=None, routing=None, max_events=10_000_000, stall_ok=False):
+             seed=0, flow_key=None, routing=None, max_events=10_000_000, stall_ok=False,
+             buckets=None):
     """Run workload wl on fabric; returns a Result (time = when the last task finished).
 
     alpha: software latency per transfer (s), one number or one per rail. stall_ok: when
     nothing can move any more (flows on a failed link that is never rerouted, and what
     waits on them), stop and return what finished (Result.stalled, t_end NaN for the rest)
-    instead of raising."""
+    instead of raising. buckets: token buckets on links (bucket.Buckets, the lab's tbf);
+    their tokens move with the run and are left as the run ends them (the next run goes on
+    from there)."""
     wall0 = time.perf_counter()
     failed0 = set(fabric.failed)
     rt = routing or Routing(wl, fabric, host_of, scheme, nconns, seed, flow_key)
@@ -192,11 +195,12 @@ def simulate(wl, fabric, host_of, scheme="ecmp", nconns=1, alpha=0.0, failures=(
             raise RuntimeError(f"more than {max_events} events; raise tol")
         # rates of the active flows, stream dependants held to their dependency's rate
         rate = np.zeros(len(act))
+        ceff = buckets.caps(cap) if buckets is not None else cap
         if len(act):
             fl, lk, w = rt.gather(act)
             atask = rt.flow_task[act]
             fcap = None
-            rate = maxmin(len(act), fl, lk, w, cap)
+            rate = maxmin(len(act), fl, lk, w, ceff)
             nrates += 1
             owner, (pred,) = _gather(st_ptr, [st_pred], atask)
             live = state[pred] == ACTIVE
@@ -209,7 +213,7 @@ def simulate(wl, fabric, host_of, scheme="ecmp", nconns=1, alpha=0.0, failures=(
                     np.minimum.at(fcap, owner, trate[pred] * frac[act[owner]])
                     if (rate <= fcap * (1 + 1e-9)).all():
                         break
-                    rate = maxmin(len(act), fl, lk, w, cap, fcap)
+                    rate = maxmin(len(act), fl, lk, w, ceff, fcap)
                     nrates += 1
         # next event
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -219,6 +223,10 @@ def simulate(wl, fabric, host_of, scheme="ecmp", nconns=1, alpha=0.0, failures=(
             dt = min(dt, pend_t.min() - now)
         if timers:
             dt = min(dt, timers[0][0] - now)
+        if buckets is not None:
+            use = (np.bincount(lk, w * rate[fl], minlength=fabric.nlinks) if len(act)
+                   else np.zeros(fabric.nlinks))
+            dt = min(dt, buckets.until_empty(use))
         if not np.isfinite(dt) and stall_ok:
             stalled = True
             break
@@ -227,6 +235,8 @@ def simulate(wl, fabric, host_of, scheme="ecmp", nconns=1, alpha=0.0, failures=(
             raise RuntimeError(f"the simulation stalls at t={now:.6g}s: tasks {stuck.tolist()} "
                                "have no capacity (a failed link with no reroute?)")
         dt = max(dt, 0.0)
+        if buckets is not None:
+            buckets.advance(use, dt)
         moved = np.minimum(rate * dt, rem[act])
         fl, lk, w = rt.gather(act)
         link_bytes += np.bincount(lk, w * moved[fl], minlength=fabric.nlinks)

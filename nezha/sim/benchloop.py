@@ -1,0 +1,143 @@
+"""The compare bench's call sequence, replayed: what `nezha sim lab --replay` predicts.
+
+bench/_common.py times a size like this: two probe calls (barrier, call, barrier), then
+warm-up calls, a barrier, and the timed calls, each followed by a barrier outside the
+timer; the row's time is the mean over ranks of each rank's mean call. The replay runs the
+same calls in the same order, from the smallest size the run has at 64 KiB and up, with:
+- the planner learning as the communicator makes it learn: every call's per-channel times
+  (each rank's time to its last op on the channel, engine.channel_times_ns) go to
+  CostModel.record when executor._feeds says so, and a sync applies them when
+  CostModel.sync_due() says so. So a bucket starts cold and is learned over the calls the
+  lab made, instead of starting at its converged split;
+- the links' token buckets (bucket.py) carried from call to call, refilled during the
+  gaps: a barrier between calls, and a model sync when one is due. A gap lasts `gap`
+  seconds: the lab's own latency for a small collective (the same fast path and wire as
+  the barrier), read from the file by small_latency().
+"""
+import numpy as np
+
+from nezha.costmodel import GLOBAL_MIN_BYTES
+from nezha.lab import shaping
+from nezha.sim import bucket as B
+from nezha.sim import fabric as F
+from nezha.sim import network as NW
+from nezha.sim import nezha_sched as N
+
+PROBE_CALLS = 2  # bench/_common.PROBE_CALLS
+
+
+def small_latency(rows, upto=1024):
+    """Median time (s) of the system's calls of at most `upto` bytes: the gap a barrier
+    leaves between two calls."""
+    t = [r["avg_us"] * 1e-6 for r in rows if 0 < r["nbytes"] <= upto]
+    return float(np.median(t)) if t else 0.0
+
+
+def call(pl, fab, host_of, nbytes, alpha, buckets, esize=4):
+    """One allreduce: (plan, per-rank time, per-rank per-channel time to its last op)."""
+    wl, plan = N.workload("allreduce", nbytes, pl, esize)
+    r = NW.simulate(wl, fab, host_of, "rail", 1, alpha, tol=1e-4, buckets=buckets)
+    n, nchan = pl.ranks, pl.nchan
+    end = np.where(np.isnan(r.t_end), 0.0, r.t_end)
+    chan_t = np.zeros((n, nchan))
+    for side in (wl.src, wl.dst):  # a rank's ops: its sends, receives and reductions
+        np.maximum.at(chan_t, (side, np.minimum(wl.chan, nchan - 1)), end)
+    return plan, chan_t.max(axis=1), chan_t
+
+
+def feed(pl, plan, nbytes, chan_t, esize=4):
+    """executor._feed_model for all ranks at once: record the ranks' mean per-channel
+    times (the sync sums the ranks' times and divides by their number); True if a
+    sync ran."""
+    if plan.key is None or pl.nchan <= 1 or not (len(plan.slices) > 1
+                                                  or nbytes >= GLOBAL_MIN_BYTES):
+        return False
+    nb = [0] * pl.nchan
+    for chan, _, cnt in plan.slices:
+        nb[chan] += cnt * esize
+    used = chan_t.mean(axis=0) * 1e9
+    m = pl.model
+    m.record(plan.key, nb, [float(used[c]) if nb[c] else 0.0 for c in range(pl.nchan)])
+    if not m.sync_due():
+        return False
+    keys = m.sync_keys()
+    m.apply(keys, m.sync_vector(keys), 1)
+    return True
+
+
+def replay(pl, fab, host_of, schedule, alpha, buckets, gap, budget=None):
+    """Run schedule [(nbytes, untimed calls, timed calls)] in order; returns rows
+    {nbytes, predicted_s (the bench's mean), first_s, last_s, calls, plans}.
+    budget: the bench's --time-budget; a first probe call slower than it skips the
+    second (compare._plan_early_stop)."""
+    rows = []
+
+    def one(nb):
+        plan, t_rank, chan_t = call(pl, fab, host_of, nb, alpha, buckets)
+        synced = feed(pl, plan, nb, chan_t)
+        buckets.idle(gap * (2 if synced else 1))  # the barrier after it (and the sync)
+        return plan, float(t_rank.mean())
+
+    for nb, untimed, timed in schedule:
+        plans, times, i = [], [], 0
+        while i < untimed:
+            plan, t = one(nb)
+            plans.append(repr(plan))
+            if i == 0 and budget and t > budget and untimed >= PROBE_CALLS:
+                i += 1  # the second probe is skipped, though the bench counts it
+            if i < PROBE_CALLS:
+                buckets.idle(gap)  # a probe has a barrier on both sides
+            i += 1
+        buckets.idle(gap)  # time_loop's barrier before the timed calls
+        for _ in range(timed):
+            plan, t = one(nb)
+            plans.append(repr(plan))
+            times.append(t)
+        rows.append({"nbytes": nb, "predicted_s": float(np.mean(times)),
+                     "first_s": times[0], "last_s": times[-1], "calls": untimed + timed,
+                     "plans": sorted(set(plans), key=plans.index)})
+    return rows
+
+
+def schedule_of(run_doc, min_size=64 << 10):
+    """[(nbytes, untimed, timed)] of one bench run (its JSON 'doc'), sizes >= min_size."""
+    return [(r["nbytes"], int(r.get("warmup") or 0), int(r["iterations"]))
+            for r in run_doc["results"] if r["nbytes"] >= min_size]
+
+
+def replays(doc, system, rails, alpha, min_size=64 << 10):
+    """Every run of `system` in a compare document, replayed: {False: [...], True: [...]},
+    one {nbytes: predicted s} per run, on flat links (False) or with the lab's tbf buckets
+    (True). Links run at tbf's goodput ceiling: it counts whole frames."""
+    lab = doc.get("lab") or {}
+    n, rates_bps = int(lab["hosts"]), lab["rates_bps"]
+    good = shaping.goodput_ceiling(lab.get("mtu") or shaping.DEFAULT_MTU)
+    gap = small_latency((doc.get("summary") or {}).get("allreduce", {}).get(system) or [])
+    budget = (doc.get("options") or {}).get("time_budget")
+    out = {False: [], True: []}
+    for run in doc.get("runs") or []:
+        if run.get("system") != system or run.get("collective") != "allreduce" \
+                or not run.get("doc"):
+            continue
+        for tbf in (False, True):
+            fab = F.MultiRail(n, len(rails), [rates_bps[i] * good / 1e9 for i in rails], 0.0)
+            host_of = fab.place(n)
+            bk = B.lab_buckets(fab, [rates_bps[i] for i in rails])
+            if not tbf:
+                bk.burst[bk.shaped] = 0.0
+                bk.tokens[:] = 0.0
+            # what the lab ran: ring from 64 KiB, no prior (equal), 1 MiB failover pieces
+            pl = N.make_planner(n, host_of, len(rails), None, 1, {"ALGO": "ring"})
+            pl.piece_bytes = 1 << 20
+            rows = replay(pl, fab, host_of, schedule_of(run["doc"], min_size), alpha, bk, gap,
+                          budget)
+            out[tbf].append({r["nbytes"]: r["predicted_s"] for r in rows})
+    return out
+
+
+def slowest(doc, system, nbytes):
+    """Median over a compare document's runs of the slowest rank's mean time (s)."""
+    vals = [r["max_us"] * 1e-6 for run in doc.get("runs") or []
+            if run.get("system") == system and run.get("collective") == "allreduce"
+            for r in (run.get("doc") or {}).get("results") or [] if r["nbytes"] == nbytes]
+    return float(np.median(vals)) if vals else float("nan")

@@ -1,0 +1,72 @@
+"""Token buckets on links: the lab's tbf shaper, at fluid level.
+
+tbf (nezha/lab/shaping.py) holds up to `burst` bytes of tokens, earned at the shaped rate.
+A packet leaves at once while tokens cover it, otherwise it waits for them. As a fluid:
+a link with tokens runs at its `peak` (what the path moves unshaped), one without runs at
+its rate, and tokens move by (rate - use) per second, between 0 and burst. So a short
+transfer after an idle gap gets through faster than the rate, and a long one pays the rate
+for everything beyond the burst.
+
+The network asks three things at every event (network.simulate): the capacities in force
+(`caps`), when the next bucket empties (`until_empty`), and to move the clock (`advance`).
+A bucket switches to peak only once it holds a whole packet (`packet` bytes), as tbf sends
+nothing on a part of one.
+"""
+import numpy as np
+
+from nezha.lab import shaping
+
+# Unshaped rate of one stream through the lab's veth + bridge path with 8 streams busy:
+# LAB.md §1, the ring at 3200 Mbit/s reached 60.4-63.4 % (about 2 Gbit/s a stream).
+LAB_PEAK_BPS = 2e9
+
+
+class Buckets:
+    """Token buckets on some links of a fabric (the others: rate = peak, never shaped)."""
+
+    def __init__(self, fabric, links, burst, peak, packet=shaping.DEFAULT_MTU, full=True):
+        """links: ids of the shaped links; burst: bytes per bucket (one or one per link);
+        peak: B/s a shaped link moves while it has tokens (one or one per link)."""
+        n = fabric.nlinks
+        self.links = np.asarray(links, np.int64)
+        self.burst = np.full(n, np.inf)
+        self.burst[self.links] = burst
+        self.rate = fabric.cap.astype(np.float64).copy()
+        self.peak = self.rate.copy()
+        self.peak[self.links] = np.maximum(peak, self.rate[self.links])
+        self.shaped = np.zeros(n, bool)
+        self.shaped[self.links] = True
+        self.packet = float(packet)
+        self.tokens = np.where(self.shaped, self.burst if full else 0.0, 0.0)
+
+    def caps(self, cap):
+        """Capacities in force: peak where a bucket holds a packet (0 stays 0: failed)."""
+        on = self.shaped & (self.tokens >= self.packet) & (cap > 0)
+        return np.where(on, self.peak, cap)
+
+    def until_empty(self, use):
+        """Seconds until the first bucket that is spent faster than it fills runs out."""
+        drain = use - self.rate
+        hot = self.shaped & (drain > 0) & (self.tokens >= self.packet)
+        return float((self.tokens[hot] / drain[hot]).min()) if hot.any() else np.inf
+
+    def advance(self, use, dt):
+        """dt seconds at link use `use` (B/s): tokens earned at the rate, spent by use."""
+        t = self.tokens + (self.rate - use) * dt
+        self.tokens = np.where(self.shaped, np.clip(t, 0.0, self.burst), 0.0)
+
+    def idle(self, dt):
+        """dt seconds with nothing sent (between two collectives)."""
+        self.advance(np.zeros_like(self.rate), dt)
+
+
+def lab_buckets(fabric, rates_bps=None, peak_bps=LAB_PEAK_BPS, full=True):
+    """Buckets as `nezha lab` sets tbf on both ends of every rail veth (host->switch and
+    switch->host): burst from shaping.burst_bytes for each rail's rate."""
+    rates_bps = rates_bps or [r * 1e9 for r in fabric.rates]
+    links, burst = [], []
+    for r, bps in enumerate(rates_bps):
+        for side in (fabric.up[r], fabric.down[r]):
+            links += list(side)
+            burst += [shaping.burst_bytes(bps)] * len(side)
+    return Buckets(fabric, links, np.array(burst, float), peak_bps / 8, full=full)

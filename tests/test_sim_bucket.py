@@ -1,0 +1,113 @@
+"""nezha sim: token-bucket links (the lab's tbf) and the compare bench's replay, on hand cases."""
+import numpy as np
+import pytest
+
+from nezha.lab import shaping
+from nezha.sim import benchloop as BL
+from nezha.sim import bucket as B
+from nezha.sim import fabric as F
+from nezha.sim import nezha_sched as N
+from nezha.sim import network as NW
+from nezha.sim.workload import Workload
+
+RATE, PEAK, BURST = 50e6, 250e6, 100e3  # B/s, B/s, bytes
+
+
+def _one_transfer(nbytes):
+    e = np.zeros(0, np.int64)
+    return Workload(2, [0], [float(nbytes)], [0], [1], [0], [False], (e, e, e))
+
+
+def _setup():
+    fab = F.MultiRail(2, 1, RATE * 8 / 1e9, 0.0)
+    bk = B.Buckets(fab, [fab.up[0][0], fab.down[0][1]], BURST, PEAK)
+    return fab, bk
+
+
+def test_short_transfer_rides_the_burst():
+    fab, bk = _setup()
+    r = NW.simulate(_one_transfer(100e3), fab, fab.place(2), "rail", tol=1e-9, buckets=bk)
+    assert r.time == pytest.approx(100e3 / PEAK)           # 0.4 ms at peak
+    left = BURST - (PEAK - RATE) * r.time                  # spent 200 MB/s x 0.4 ms
+    assert np.allclose(bk.tokens[bk.shaped], left)
+
+
+def test_long_transfer_gets_burst_then_rate():
+    fab, bk = _setup()
+    r = NW.simulate(_one_transfer(200e3), fab, fab.place(2), "rail", tol=1e-9, buckets=bk)
+    t1 = BURST / (PEAK - RATE)                             # the bucket empties at 0.5 ms
+    assert r.time == pytest.approx(t1 + (200e3 - PEAK * t1) / RATE)   # 2.0 ms
+    assert np.allclose(bk.tokens[bk.shaped], 0.0)
+
+
+def test_idle_refills_up_to_the_burst():
+    fab, bk = _setup()
+    NW.simulate(_one_transfer(200e3), fab, fab.place(2), "rail", tol=1e-9, buckets=bk)
+    bk.idle(1e-3)                                          # 50 kB of tokens back
+    r = NW.simulate(_one_transfer(200e3), fab, fab.place(2), "rail", tol=1e-9, buckets=bk)
+    t1 = 50e3 / (PEAK - RATE)
+    assert r.time == pytest.approx(t1 + (200e3 - PEAK * t1) / RATE)   # 2.75 ms
+    bk.idle(1.0)
+    assert np.allclose(bk.tokens[bk.shaped], BURST)        # never above the burst
+
+
+def test_lab_buckets_use_the_lab_burst_on_both_ends():
+    fab = F.MultiRail(4, 2, [0.4, 0.1], 0.0)
+    bk = B.lab_buckets(fab, [400e6, 100e6])
+    assert bk.shaped.sum() == 4 * 2 * 2                    # host->switch and switch->host
+    assert bk.burst[fab.up[0][0]] == shaping.burst_bytes(400e6) == 87632
+    assert bk.burst[fab.down[1][3]] == shaping.burst_bytes(100e6)
+    assert not bk.shaped[fab.shm].any()
+
+
+def test_replay_learns_the_split_from_cold():
+    # 4 hosts x (400 + 100 Mbit/s), no buckets: a cold 1 MiB bucket starts equal and
+    # moves toward 4:1 as the syncs come in; the first call is the slowest
+    fab = F.MultiRail(4, 2, [0.4, 0.1], 0.0)
+    host_of = fab.place(4)
+    bk = B.lab_buckets(fab, [400e6, 100e6])
+    bk.burst[bk.shaped] = 0.0
+    bk.tokens[:] = 0.0
+    pl = N.make_planner(4, host_of, 2, None, 1, {"ALGO": "ring"})
+    rows = BL.replay(pl, fab, host_of, [(1 << 20, 0, 8)], 0.0, bk, 40e-6)
+    (row,) = rows
+    assert row["calls"] == 8
+    # cold: split equal, the 100 Mbit/s rail's half decides
+    assert row["first_s"] == pytest.approx(1.5 * (1 << 19) / (100e6 / 8), rel=0.01)
+    share = pl.model.summary()["buckets"]["allreduce:1M+"]["split"]
+    assert share[0] == pytest.approx(0.8, abs=0.02)
+    assert row["last_s"] == pytest.approx(1.5 * (1 << 20) * share[0] / 50e6, rel=0.03)
+
+
+def test_sim_lab_replay_reports_the_slowest_rank(tmp_path, capsys):
+    # a compare JSON cut down to what `nezha sim lab --replay` reads: one rail, two sizes
+    import gzip
+    import json
+
+    from nezha.sim import cli
+    res = [{"size": nb, "nbytes": nb, "avg_us": us, "min_us": us - 100, "max_us": us + 50,
+            "iterations": 3, "warmup": 2} for nb, us in ((64 << 10, 1800.0), (1 << 20, 31000.0))]
+    small = {"size": 4, "nbytes": 4, "avg_us": 35.0}
+    doc = {"lab": {"hosts": 4, "rates_bps": [400e6], "mtu": 9000},
+           "options": {"time_budget": 0.05},
+           "systems": {"nezha-rail0": {"backend": "nezha", "rails": ["rail0"]}},
+           "summary": {"allreduce": {"nezha-rail0": [small] + [
+               {k: r[k] for k in ("size", "nbytes", "avg_us")} for r in res]}},
+           "runs": [{"system": "nezha-rail0", "collective": "allreduce",
+                     "doc": {"results": res}}]}
+    path = tmp_path / "compare.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump(doc, f)
+    out = tmp_path / "lab.json"
+    assert cli.main(["lab", str(path), "--replay", "--json", str(out)]) == 0
+    rows = json.load(open(out))["rows"]
+    assert [r["nbytes"] for r in rows] == [64 << 10, 1 << 20]
+    for r in rows:
+        assert r["slowest_us"] == pytest.approx(
+            {64 << 10: 1850.0, 1 << 20: 31050.0}[r["nbytes"]])
+        # one rail at the goodput ceiling: 1.5 x S / (50 MB/s x 0.9927); the buckets can
+        # only take a little off (a burst is 1.75 ms of this rate)
+        wire = 1.5 * r["nbytes"] / (50e6 * shaping.goodput_ceiling()) * 1e6
+        assert r["replay_us"] == pytest.approx(wire, rel=1e-3)
+        assert wire - 1750 < r["replay_tbf_us"] <= wire * (1 + 1e-9)
+    assert "replay_tbf_vs_slowest_pct" in capsys.readouterr().out
