@@ -354,6 +354,10 @@ typedef struct {
     int nkeys;
     uint8_t key_fp[INA_MAX_KEYS][8], keys[INA_MAX_KEYS][32];
     volatile int stop;
+    /* test hook: the service dies (hears nothing more, stops) at the first DATA datagram of
+     * collective die_seq (or later) with chunk >= die_chunk: killed mid-collective for
+     * sure; die_seq 0 = never */
+    uint32_t die_seq, die_chunk;
     ina_srv_stats_t st;
     /* receive batch */
     struct mmsghdr rmsg[INA_RX_BATCH];
@@ -787,6 +791,10 @@ static void ina_srv_dgram(ina_server_t *s, const uint8_t *b, size_t n, const str
     if (h.magic != INA_MAGIC) { s->st.malformed++; return; }
     const uint8_t *p = b + sizeof h;
     n -= sizeof h;
+    if (s->die_seq && h.type == INA_T_DATA &&
+        (h.seq > s->die_seq || (h.seq == s->die_seq && h.chunk >= s->die_chunk)))
+        s->stop = 1;
+    if (s->stop) return; /* dead (die_after): not a word more */
     switch (h.type) {
     case INA_T_DATA: ina_srv_data(s, &h, p, n, from); break;
     case INA_T_HELLO: ina_srv_hello(s, from, p, n); break;

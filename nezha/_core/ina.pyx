@@ -29,6 +29,7 @@ cdef extern from "nezha/nezha_ina.h" nogil:
         int nslots, quota, open_mode
         int64_t job_timeout_ms
         int stop
+        uint32_t die_seq, die_chunk
         ina_srv_stats_t st
 
     int ina_server_init(ina_server_t *s, const char *addr, int port, int nslots, int quota,
@@ -207,6 +208,12 @@ cdef class Server:
     def stop(self):
         """Make serve() return within about 100 ms."""
         self.s.stop = 1
+
+    def die_at(self, uint32_t seq, uint32_t chunk):
+        """Test hook: hear nothing more, and stop, at the first datagram of a job's
+        collective number seq (counted from 1) or later carrying chunk >= chunk: a service
+        killed mid-collective for sure."""
+        self.s.die_seq, self.s.die_chunk = seq, chunk
 
     def stats(self):
         """The service's counters as a dict."""
