@@ -67,6 +67,18 @@ def main(mode):
                 seed += 1
                 runs += 1
                 wrong += not check_ag(comm, dt, block, seed)
+        # non-blocking, two in flight at once (they run in order on the progress thread)
+        block = (1 << 20) // (n * 4) + 11
+        xs, ys = inputs(n, np.float32, n * block, 501), inputs(n, np.int64, block, 502)
+        out_rs, out_ag = np.zeros(block, np.float32), np.zeros(n * block, np.int64)
+        reqs = [comm.ireduce_scatter(xs[comm.rank], out_rs, op=ReduceOp.MAX),
+                comm.iallgather(ys[comm.rank], out_ag)]
+        for q in reqs:
+            q.wait()
+        runs, expect = runs + 2, expect + 2
+        wrong += not np.array_equal(
+            out_rs, np.max(np.stack(xs), axis=0)[comm.rank * block:(comm.rank + 1) * block])
+        wrong += not np.array_equal(out_ag, np.concatenate(ys))
         # a dtype INA cannot reduce: allgather still offloads (nothing is reduced)
         runs += 1
         expect += 1
