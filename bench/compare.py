@@ -118,9 +118,10 @@ SYSTEMS = [
            "set by hand to the rail rates", "mpi", "all",
            mca=lambda lab: MPI_RING + _mpi_bandwidths(lab), when="unequal"),
     System("nezha-ina", "nezha: TCP on the rails without an INA service, plus the INA rail "
-           "(allreduces of 2 MiB and more split between them)", "nezha", "all",
+           "(allreduces, reduce_scatters and allgathers of 2 MiB and more split between them)",
+           "nezha", "all",
            env=(("NEZHA_SOCKET_IFNAME", "{tcp_ifnames}"), ("NEZHA_RAILS", "tcp,shm,ina")),
-           collectives=("allreduce",), when="ina", family="ina"),
+           collectives=("allreduce", "reduce_scatter", "allgather"), when="ina", family="ina"),
     System("gloo-mptcp", "Gloo on rail0 over kernel MPTCP (LD_PRELOAD shim), a subflow on every "
            "rail via signal endpoints", "gloo", "all", mptcp=True, when="multi"),
 ]

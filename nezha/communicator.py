@@ -239,7 +239,7 @@ class Communicator(Executor, Diagnose):
                            retarget=lambda: _into_scratch(into, count * es),
                            fast=(sendbuf, recvbuf, a, out, a, op, True, None))
         if self._ina is not None:
-            req.ina = (a, out, dt, op)  # the executor decides at run time (executor.py)
+            req.ina = ("allreduce", a, out, dt, op, None)  # decided at run time (executor.py)
         return req
 
     def reduce(self, sendbuf, recvbuf=None, op=ReduceOp.SUM, root=0):
@@ -363,12 +363,15 @@ class Communicator(Executor, Diagnose):
                 slices.allgather(s, algo, chan, dst, address(src), c, off, cnt, self._hosts)
             return build
 
-        return self._submit("allgather", _eng.COLL_ALLGATHER, dt, 0, c, -1,
-                            lambda: self.planner.blocks("allgather", c, es, algo),
-                            into(address(out)), recvbuf,
-                            [a, out], ckey=(address(a), address(out)), src=a,
-                            retarget=lambda: _into_scratch(into, nbytes),
-                            fast=(sendbuf, recvbuf, a, out, a, None, True, None))
+        req = self._submit("allgather", _eng.COLL_ALLGATHER, dt, 0, c, -1,
+                           lambda: self.planner.blocks("allgather", c, es, algo),
+                           into(address(out)), recvbuf,
+                           [a, out], ckey=(address(a), address(out)), src=a,
+                           retarget=lambda: _into_scratch(into, nbytes),
+                           fast=(sendbuf, recvbuf, a, out, a, None, True, None))
+        if self._ina is not None:
+            req.ina = ("allgather", a, out, dt, ReduceOp.SUM, algo)  # as in _allreduce
+        return req
 
     def reduce_scatter(self, sendbuf, recvbuf, op=ReduceOp.SUM):
         """Reduce sendbuf over all ranks; rank i gets block i of the result in recvbuf."""
@@ -402,12 +405,15 @@ class Communicator(Executor, Diagnose):
                     s.add_avg(dst + off * es, cnt, float(self.size))
             return build
 
-        return self._submit("reduce_scatter", _eng.COLL_REDUCE_SCATTER, dt, op, c, -1,
-                            lambda: self.planner.blocks("reduce_scatter", c, es, algo),
-                            into(address(out)), recvbuf, [a, out],
-                            ckey=(address(a), address(out)), src=a,
-                            retarget=lambda: _into_scratch(into, nbytes),
-                            fast=(sendbuf, recvbuf, a, out, a, op, True, None))
+        req = self._submit("reduce_scatter", _eng.COLL_REDUCE_SCATTER, dt, op, c, -1,
+                           lambda: self.planner.blocks("reduce_scatter", c, es, algo),
+                           into(address(out)), recvbuf, [a, out],
+                           ckey=(address(a), address(out)), src=a,
+                           retarget=lambda: _into_scratch(into, nbytes),
+                           fast=(sendbuf, recvbuf, a, out, a, op, True, None))
+        if self._ina is not None:
+            req.ina = ("reduce_scatter", a, out, dt, op, algo)  # as in _allreduce
+        return req
 
     def alltoall(self, sendbuf, recvbuf):
         """Block j of sendbuf goes to rank j, which stores it as block i (from rank i)."""

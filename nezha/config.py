@@ -227,11 +227,13 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
     Param("INA_ADDR", "str", "", syntax="host:port[,host:port]", help=(
         "The in-network aggregation service (`nezha ina serve`; `nezha lab up --ina RAIL` "
         "starts one and sets this), one address per rail; port 17017 if omitted. With ina in "
-        "NEZHA_RAILS large allreduces are split between the TCP rails and it by their "
-        "measured rates; no service there is an error at start naming the address.")),
+        "NEZHA_RAILS large allreduces, reduce_scatters and allgathers are split between the "
+        "TCP rails and it by their measured rates; no service there is an error at start "
+        "naming the address.")),
     Param("INA_MIN_BYTES", "size", "1M", help=(
-        "Smallest share of an allreduce given to the INA rail; an allreduce under twice this "
-        "stays on the TCP rails (it would not pay for the agreement after it).")),
+        "Smallest share of an allreduce, reduce_scatter or allgather given to the INA rail "
+        "(of the whole buffer: a reduce_scatter's input, an allgather's output); one under "
+        "twice this stays on the TCP rails (it would not pay for the agreement after it).")),
     Param("INA_TIMEOUT", "float", "0.15", bound="> 0", help=(
         "Seconds without any result from the INA service after which the INA rail counts "
         "as failed in a collective (the part no rank got a result for is then re-run on the "

@@ -151,25 +151,30 @@ class Executor:
                            ranges, lazy, voting, tmpl, keep)
 
     def _execute_offload(self, req):
-        """An allreduce the INA rail may share (nezha/rails/ina/offload.py): decided here, at
+        """A collective the INA rail may share (nezha/rails/ina/offload.py): decided here, at
         run time, where every rank has the same agreed rates (not at the call: non-blocking
-        calls run ahead of the runs). The TCP rails reduce [0, k) while INA does [k, n)."""
-        a, out, dt, op = req.ina
+        calls run ahead of the runs). The TCP rails do [0, k) (of every block, for a
+        reduce_scatter or allgather) while INA does [k, n)."""
+        kind, a, out, dt, op, algo = req.ina
         req.ina = None
         off = self._ina
-        coll, _, _, n, root, _, build, ckey, src, inplace = req.spec
+        coll, sdt, sop, n, root, _, build, ckey, src, inplace = req.spec
         es = a.itemsize
-        k = off.split(n, es, dt, op)
+        blocks = 1 if kind == "allreduce" else self.size
+        k = off.split(kind, n, blocks, es, dt, op)
         if k is None:
-            off.eligible(n, es, dt, op)
+            off.eligible(kind, n, blocks, es, dt, op)
             # one the rail would take when alive stays off the fast path: its calls must come
             # back here, where they count toward re-admitting the rail
-            req.offloaded = off.wants(n, es, dt, op)
+            req.offloaded = off.wants(kind, n, blocks, es, dt, op)
             return self._execute(req)
         req.offloaded = True
-        req.spec = (coll, int(dt), int(op), k, root, lambda: self.planner.allreduce(k, es),
-                    build, ckey, src, inplace)
-        job = off.start(a, out, k, n, dt, op)
+        if kind == "allreduce":
+            planfn = lambda: self.planner.allreduce(k, es)  # noqa: E731
+        else:  # the build's block stride stays n: the plan covers [0, k) of each block
+            planfn = lambda: self.planner.blocks(kind, k, es, algo)  # noqa: E731
+        req.spec = (coll, sdt, sop, k, root, planfn, build, ckey, src, inplace)
+        job = off.start(kind, a, out, k, n, dt, op)
         t0 = time.perf_counter_ns()
         try:
             self._execute(req)
@@ -177,7 +182,44 @@ class Executor:
             off.wait(job)  # its thread writes into out: never past the call's return
             raise
         off.finish(job, out, time.perf_counter_ns() - t0,
-                   lambda buf, lo, hi: self._internal_allreduce(buf[lo:hi], "ina re-run", op))
+                   lambda lo, hi: self._ina_rerun(kind, a, out, n, lo, hi, op, algo))
+
+    def _ina_rerun(self, kind, a, out, n, lo, hi, op, algo):
+        """What the INA rail left of [lo, hi) (of every block), over the TCP rails."""
+        if kind == "allreduce":
+            self._internal_allreduce(out[lo:hi], "ina re-run", op)
+        else:
+            self._internal_blocks(kind, a, out, n, lo, hi, op, algo)
+
+    def _internal_blocks(self, kind, a, out, block, lo, hi, op, algo):
+        """Elements [lo, hi) of every block of a reduce_scatter (a: size blocks, out: this
+        rank's block) or an allgather (a: this rank's block, out: size blocks) over the TCP
+        rails, inside a run: the INA rail's re-runs. A regular collective (it votes and
+        reroutes like any other), numbered apart from the caller's, never cached."""
+        es, dt = a.itemsize, dtype_from_numpy(a.dtype)
+        self._nint = getattr(self, "_nint", 0) + 1
+        req = Request(self, f"ina re-run ({kind})", 0xC0000000 | (self._nint & 0x3FFFFFFF), out)
+        dst, hosts, size = address(out), self._hosts, self.size
+
+        if kind == "reduce_scatter":
+            coll = _eng.COLL_REDUCE_SCATTER
+
+            def build(s, algo, chan, off, cnt, src):
+                slices.reduce_scatter(s, algo, chan, dst, address(src), block, lo + off, cnt,
+                                      es, size, hosts)
+                if op == ReduceOp.AVG:
+                    s.add_avg(dst + (lo + off) * es, cnt, float(size))
+        else:
+            coll, op = _eng.COLL_ALLGATHER, 0
+
+            def build(s, algo, chan, off, cnt, src):
+                slices.allgather(s, algo, chan, dst, address(src), block, lo + off, cnt, hosts)
+
+        req.spec = (coll, int(dt), int(op), hi - lo, -1,
+                    lambda: self.planner.blocks(kind, hi - lo, es, algo), build, None, a, False)
+        last = self._st.last_plan
+        self._execute(req)
+        self._st.last_plan = last
 
     def _internal_allreduce(self, arr, name, op=ReduceOp.SUM):
         """Allreduce arr (contiguous numpy) in place over the TCP rails, inside a run: the

@@ -17,7 +17,7 @@ class Request:
         self.keep = ()              # buffers that must outlive the run
         self.retarget = None        # () -> build writing into scratch (collectives that can be lazy)
         self.error = None
-        self.ina = None             # (a, out, dtype, op): an allreduce the INA rail may share
+        self.ina = None             # (kind, a, out, dtype, op, algo): a collective INA may share
         self.offloaded = False      # part of it ran on the INA rail (or could: no fast path)
         self.fast = None            # (the user's sendbuf and recvbuf, their views, input the
         #                             run reads, op, output must be writeable, library buffer

@@ -8,8 +8,13 @@
  *   registration  HELLO -> CHALLENGE(stateless cookie nonce) -> AUTH(HMAC-SHA256 proof of
  *                 the job key over both nonces) -> WELCOME(token, slot share, server's own
  *                 HMAC) or REFUSE(code, text).
- *   data          DATA(token, slot, use, rank, seq, chunk, nelem, dtype, op, values) ->
- *                 RESULT to every rank once all ranks added their values to (slot, set).
+ *   data          DATA(token, slot, use, rank, seq, chunk, nelem, dtype, op, kind, owner,
+ *                 values) -> RESULT once all ranks added their values to (slot, set). The
+ *                 kind (protocol version 2) says who gets what: an allreduce chunk's result
+ *                 goes to every rank; a reduce_scatter chunk belongs to one rank's block
+ *                 (owner), which alone gets the values, the others a header (their credit);
+ *                 an allgather chunk carries only its owner's values (the others send a
+ *                 header: the bitmap still completes it) and goes to every rank.
  *   Slots come in two sets (set = use & 1, SwitchML): per (slot, set) a bitmap of ranks
  *   already added, so a duplicate is never counted twice; a duplicate on a complete set
  *   gets the stored result back (unicast), which is how a lost result is recovered.
@@ -201,6 +206,12 @@ enum {
 
 #define INA_F_MISMATCH 1
 
+/* Protocol version 2 added the kind (DATA/RESULT flags) and owner fields; a version-1
+ * service says 0 in WELCOME's version and gets allreduces only. */
+#define INA_VERSION 2
+#define INA_F_KIND 3 /* low bits of flags in DATA and RESULT */
+enum { INA_K_ALLREDUCE = 0, INA_K_REDUCE_SCATTER = 1, INA_K_ALLGATHER = 2 };
+
 enum { INA_REFUSE_PROOF = 1, INA_REFUSE_UNKNOWN = 2, INA_REFUSE_BUSY = 3, INA_REFUSE_BADARG = 4 };
 
 typedef struct __attribute__((packed)) {
@@ -212,8 +223,8 @@ typedef struct __attribute__((packed)) {
     uint32_t use;     /* per-slot use number; set = use & 1 */
     uint32_t seq;     /* collective sequence number of the job */
     uint32_t chunk;   /* chunk index within the collective */
-    uint16_t nelem;   /* elements in the payload */
-    uint16_t pad;
+    uint16_t nelem;   /* elements of the chunk (the payload: these, or none, see kind) */
+    uint16_t owner;   /* reduce_scatter / allgather: the rank whose block the chunk is */
 } ina_hdr_t;
 #define INA_HDR ((int)sizeof(ina_hdr_t))
 
@@ -239,7 +250,7 @@ typedef struct __attribute__((packed)) {
 
 typedef struct __attribute__((packed)) {
     uint64_t token;
-    uint16_t nslots, nranks, rank, pad;
+    uint16_t nslots, nranks, rank, version; /* version: INA_VERSION (0 from a version-1 service) */
     uint32_t job_timeout_ms;
     uint8_t mac[32];
 } ina_welcome_t;
@@ -297,8 +308,8 @@ static void ina_bigbuf(int fd, int bytes) {
 typedef struct {
     uint32_t use, seq, chunk;
     uint64_t bitmap;   /* ranks already added to this use */
-    uint16_t nelem;
-    uint8_t dtype, op, valid, done;
+    uint16_t nelem, owner;
+    uint8_t dtype, op, kind, valid, done;
     double acc[INA_ACC_BYTES / 8];
     uint8_t res[INA_MAX_PAYLOAD]; /* wire-format result of 16-bit floats */
 } ina_set_t;
@@ -343,6 +354,10 @@ typedef struct {
     int nkeys;
     uint8_t key_fp[INA_MAX_KEYS][8], keys[INA_MAX_KEYS][32];
     volatile int stop;
+    /* test hook: the service dies (hears nothing more, stops) at the first DATA datagram of
+     * collective die_seq (or later) with chunk >= die_chunk: killed mid-collective for
+     * sure; die_seq 0 = never */
+    uint32_t die_seq, die_chunk;
     ina_srv_stats_t st;
     /* receive batch */
     struct mmsghdr rmsg[INA_RX_BATCH];
@@ -585,6 +600,7 @@ static void ina_srv_auth(ina_server_t *s, const struct sockaddr_in *from, const 
     w.nslots = job->nslots;
     w.nranks = job->nranks;
     w.rank = a.h.rank;
+    w.version = INA_VERSION;
     w.job_timeout_ms = (uint32_t)s->job_timeout_ms;
     ina_welcome_mac(job->key, a.nonce_c, &w, w.mac);
     ina_srv_reply(s, from, INA_T_WELCOME, &w, sizeof w);
@@ -608,20 +624,42 @@ static ina_job_t *ina_srv_job_of(ina_server_t *s, const ina_hdr_t *h, const stru
     return job;
 }
 
+/* Where the result of a complete set goes: every rank gets the values, except in a
+ * reduce_scatter, where the ranks other than the chunk's owner get a header only (their
+ * credit: the slot may take their next chunk). One rank (a duplicate on a complete set:
+ * its result was lost) or every rank (to < 0). */
+static void ina_srv_result(ina_server_t *s, ina_job_t *job, const ina_set_t *set, const ina_hdr_t *h,
+                           const void *res, size_t n, int to) {
+    ina_hdr_t r = *h;
+    r.type = INA_T_RESULT;
+    r.rank = 0xffff;
+    for (int k = to < 0 ? 0 : to; k < (to < 0 ? job->nranks : to + 1); k++) {
+        int values = set->kind != INA_K_REDUCE_SCATTER || k == set->owner;
+        ina_srv_queue(s, &job->addr[k], &r, values ? res : NULL, values ? n : 0);
+    }
+}
+
 static void ina_srv_data(ina_server_t *s, const ina_hdr_t *h, const uint8_t *p, size_t n,
                          const struct sockaddr_in *from) {
     ina_job_t *job = ina_srv_job_of(s, h, from);
     if (!job) return;
     size_t es = nezha_dtype_size(h->dtype);
-    if (!ina_reduce_support(h->dtype, h->op) || h->slot >= job->nslots || !h->nelem ||
-        (size_t)h->nelem * es != n || n > INA_MAX_PAYLOAD) {
+    int kind = h->flags & INA_F_KIND;
+    /* an allgather chunk is moved, not reduced (any dtype); its owner alone sends values */
+    int gather = kind == INA_K_ALLGATHER;
+    size_t want = gather && h->rank != h->owner ? 0 : (size_t)h->nelem * es;
+    if (kind > INA_K_ALLGATHER || (h->flags & ~INA_F_KIND) || !es ||
+        (!gather && !ina_reduce_support(h->dtype, h->op)) ||
+        (kind != INA_K_ALLREDUCE && h->owner >= job->nranks) || h->slot >= job->nslots ||
+        !h->nelem || (size_t)h->nelem * es > INA_MAX_PAYLOAD || n != want) {
         s->st.malformed++;
         return;
     }
     job->data++;
     ina_set_t *set = &s->slots[job->slot_base + h->slot].set[h->use & 1];
     uint64_t bit = 1ull << h->rank;
-    int half = ina_is_half(h->dtype);
+    int half = !gather && ina_is_half(h->dtype);
+    size_t bytes = (size_t)h->nelem * es; /* of the result */
     if (!set->valid || (int32_t)(h->use - set->use) > 0) {
         /* a newer use: every rank holds the result of the one this set had (see top) */
         set->valid = 1;
@@ -632,6 +670,8 @@ static void ina_srv_data(ina_server_t *s, const ina_hdr_t *h, const uint8_t *p, 
         set->nelem = h->nelem;
         set->dtype = h->dtype;
         set->op = h->op;
+        set->kind = (uint8_t)kind;
+        set->owner = h->owner;
         set->bitmap = bit;
         if (half) {
             float *acc = (float *)set->acc;
@@ -640,23 +680,22 @@ static void ina_srv_data(ina_server_t *s, const ina_hdr_t *h, const uint8_t *p, 
                 for (size_t i = 0; i < h->nelem; i++) acc[i] = nzk_h2f(v[i]);
             else
                 for (size_t i = 0; i < h->nelem; i++) acc[i] = nzk_bf2f(v[i]);
-        } else {
+        } else if (n) {
             memcpy(set->acc, p, n);
         }
     } else if (h->use != set->use) {
         s->st.stale++; /* an old use: its result was delivered to every rank long ago */
         return;
     } else if (set->seq != h->seq || set->chunk != h->chunk || set->nelem != h->nelem ||
-               set->dtype != h->dtype || set->op != h->op) {
+               set->dtype != h->dtype || set->op != h->op || set->kind != kind ||
+               set->owner != h->owner) {
         s->st.bad_meta++; /* ranks disagree on the collective: never mix */
         job->mismatch_ms = s->now_ms;
         return;
     } else if (set->bitmap & bit) {
         if (set->done) { /* this rank lost the result: send it again, to it only */
-            ina_hdr_t r = *h;
-            r.type = INA_T_RESULT;
-            r.rank = 0xffff;
-            ina_srv_queue(s, from, &r, half ? (void *)set->res : (void *)set->acc, n);
+            ina_srv_result(s, job, set, h, half ? (void *)set->res : (void *)set->acc, bytes,
+                           h->rank);
             s->st.dup_resent++;
         } else {
             s->st.dup_pending++;
@@ -664,7 +703,9 @@ static void ina_srv_data(ina_server_t *s, const ina_hdr_t *h, const uint8_t *p, 
         return;
     } else {
         set->bitmap |= bit;
-        if (half) {
+        if (gather) {
+            if (n) memcpy(set->acc, p, n); /* the owner's block; the others only count */
+        } else if (half) {
             float tmp[INA_MAX_PAYLOAD / 2];
             const nzk_u16 *v = (const nzk_u16 *)p;
             if (h->dtype == NEZHA_DT_FLOAT16)
@@ -681,7 +722,7 @@ static void ina_srv_data(ina_server_t *s, const ina_hdr_t *h, const uint8_t *p, 
     if (set->bitmap != full) return;
     /* complete: AVG divides here, 16-bit floats round once from float32 */
     set->done = 1;
-    if (h->op == NEZHA_OP_AVG) {
+    if (!gather && h->op == NEZHA_OP_AVG) {
         if (half || h->dtype == NEZHA_DT_FLOAT32) {
             float *a = (float *)set->acc, d = (float)job->nranks;
             for (size_t i = 0; i < h->nelem; i++) a[i] /= d;
@@ -698,11 +739,7 @@ static void ina_srv_data(ina_server_t *s, const ina_hdr_t *h, const uint8_t *p, 
         else
             for (size_t i = 0; i < h->nelem; i++) r[i] = nzk_f2bf(a[i]);
     }
-    ina_hdr_t r = *h;
-    r.type = INA_T_RESULT;
-    r.rank = 0xffff;
-    const void *res = half ? (void *)set->res : (void *)set->acc;
-    for (int k = 0; k < job->nranks; k++) ina_srv_queue(s, &job->addr[k], &r, res, n);
+    ina_srv_result(s, job, set, h, half ? (void *)set->res : (void *)set->acc, bytes, -1);
     s->st.results++;
     job->results++;
 }
@@ -754,6 +791,10 @@ static void ina_srv_dgram(ina_server_t *s, const uint8_t *b, size_t n, const str
     if (h.magic != INA_MAGIC) { s->st.malformed++; return; }
     const uint8_t *p = b + sizeof h;
     n -= sizeof h;
+    if (s->die_seq && h.type == INA_T_DATA &&
+        (h.seq > s->die_seq || (h.seq == s->die_seq && h.chunk >= s->die_chunk)))
+        s->stop = 1;
+    if (s->stop) return; /* dead (die_after): not a word more */
     switch (h.type) {
     case INA_T_DATA: ina_srv_data(s, &h, p, n, from); break;
     case INA_T_HELLO: ina_srv_hello(s, from, p, n); break;
@@ -877,7 +918,8 @@ static int ina_server_run(ina_server_t *s) {
  * ==================================================================================== */
 typedef struct {
     uint64_t tx, rx, retrans, timeouts, stale_results, fault_dropped, fault_duplicated,
-        fault_reordered, fault_results_dropped, collectives, fast_retrans;
+        fault_reordered, fault_results_dropped, collectives, fast_retrans,
+        result_bytes; /* values received in accepted results (a reduce_scatter: own block only) */
 } ina_cli_stats_t;
 
 typedef struct {
@@ -910,6 +952,7 @@ typedef struct {
     int64_t pong_us, late_ms;
     uint32_t peers_age_ms;
     uint16_t oldest_rank, pong_flags;
+    uint16_t srv_version; /* the service's protocol version (1: allreduce only) */
     char err[256];
 } ina_client_t;
 
@@ -1103,6 +1146,7 @@ static int ina_client_register(ina_client_t *c, const char *addr, int port, cons
             if (!c->use) return ina_cli_fail(c, -ENOMEM, "out of memory");
         }
         c->nslots = w.nslots;
+        c->srv_version = w.version ? w.version : 1;
         c->job_timeout_ms = w.job_timeout_ms;
         c->last_ms = ina_now_ms();
         return 0;
@@ -1221,23 +1265,57 @@ static int ina_txq_add(ina_client_t *c, ina_txq_t *q, const ina_hdr_t *h, void *
     return 0;
 }
 
-/* Allreduce count elements of buf in place over the service, with `window` slots in flight.
- * Every rank of the job calls it with the same count, dtype, op and window, in the same
- * order. No progress for timeout_ms -> -ETIMEDOUT. 0, or -errno with c->err set. After an
- * error the client's slot use numbers may disagree with the other ranks': close it. */
-static int ina_client_allreduce(ina_client_t *c, void *buf, size_t count, int dtype, int op,
-                                int window, int timeout_ms) {
+/* What one collective moves, chunk by chunk. The range [lo, hi) of each of nb blocks is
+ * cut in chunks of ce elements; chunk j is piece j / nb of block j % nb, so consecutive
+ * chunks belong to different blocks and every rank's share of the results (reduce_scatter)
+ * or of the sending (allgather) is spread over the window, not one block after another.
+ *   allreduce       nb 1; send = recv (in place)
+ *   reduce_scatter  nb ranks; every block sent (send + b * sstride), only this rank's
+ *                   block's results come back with values (into recv, one block)
+ *   allgather       nb ranks; only this rank's block sent (send, one block), every block's
+ *                   results come back (recv + b * rstride) */
+typedef struct {
+    int kind, nb, me;
+    const uint8_t *send;
+    uint8_t *recv;
+    size_t es, ce, len, sstride, rstride; /* strides in bytes; len elements per block */
+} ina_geom_t;
+
+/* Chunk j: its block, element count, and where its values come from / go (NULL: none). */
+static void ina_geom_chunk(const ina_geom_t *g, int64_t j, int *blk, size_t *n, const uint8_t **sp,
+                           uint8_t **rp) {
+    int b = (int)(j % g->nb);
+    size_t off = (size_t)(j / g->nb) * g->ce;
+    *blk = b;
+    *n = g->len - off < g->ce ? g->len - off : g->ce;
+    *sp = g->kind == INA_K_ALLGATHER && b != g->me ? NULL : g->send + b * g->sstride + off * g->es;
+    *rp = g->kind == INA_K_REDUCE_SCATTER && b != g->me ? NULL : g->recv + b * g->rstride + off * g->es;
+}
+
+/* One collective over the service (geometry g, see ina_geom_t), `window` slots in flight.
+ * Every rank of the job calls it with the same geometry (but its own buffers), dtype, op
+ * and window, in the same order. No progress for timeout_ms -> -ETIMEDOUT. 0, or -errno
+ * with c->err set. After an error the client's slot use numbers may disagree with the
+ * other ranks': close it. c->done_prefix: elements of each block's range final here. */
+static int ina_client_coll(ina_client_t *c, ina_geom_t *g, int dtype, int op, int window,
+                           int timeout_ms) {
     if (c->fd < 0 || !c->token) return ina_cli_fail(c, -ENOTCONN, "INA client is not registered");
-    if (!ina_reduce_support(dtype, op))
+    if (g->kind != INA_K_ALLGATHER && !ina_reduce_support(dtype, op))
         return ina_cli_fail(c, -EOPNOTSUPP, "INA cannot reduce dtype %d with op %d", dtype, op);
+    if (g->kind != INA_K_ALLREDUCE && c->srv_version < 2)
+        return ina_cli_fail(c, -EOPNOTSUPP, "INA service %s speaks protocol version %d: "
+                            "allreduce only", c->where, (int)c->srv_version);
+    if (!nezha_dtype_size(dtype)) return ina_cli_fail(c, -EINVAL, "unknown dtype %d", dtype);
     c->seq++;
     c->st.collectives++;
     c->done_prefix = 0;
     c->pong_us = 0;  /* only answers to this call's PINGs count */
     c->pong_flags = 0;
-    if (count == 0) return 0;
-    size_t es = nezha_dtype_size(dtype), ce = ina_chunk_elems(dtype, c->chunk_bytes);
-    int64_t nch = (int64_t)((count + ce - 1) / ce);
+    if (g->len == 0) return 0;
+    size_t es = nezha_dtype_size(dtype), ce = ina_chunk_elems(dtype, c->chunk_bytes), count = g->len;
+    g->es = es;
+    g->ce = ce;
+    int64_t nch = (int64_t)((count + ce - 1) / ce) * g->nb;
     if ((uint64_t)nch > 0xffffffffull) return ina_cli_fail(c, -EMSGSIZE, "message too large for INA");
     int W = window < 1 ? 1 : window;
     if (W > c->nslots) W = c->nslots;
@@ -1249,7 +1327,6 @@ static int ina_client_allreduce(ina_client_t *c, void *buf, size_t count, int dt
     struct iovec *ri = (struct iovec *)calloc(INA_RX_BATCH, sizeof *ri);
     int rc = 0;
     if (!ss || !q || !rb || !rm || !ri) { rc = ina_cli_fail(c, -ENOMEM, "out of memory"); goto out; }
-    uint8_t *base = (uint8_t *)buf;
     int64_t done = 0, now = ina_now_us(), last_progress = now, last_ping = now;
     /* waiting without results: ask the service who it hears (PING) this often */
     int64_t ping_us = timeout_ms * 250 < 20000 ? timeout_ms * 250 : 20000;
@@ -1266,14 +1343,20 @@ static int ina_client_allreduce(ina_client_t *c, void *buf, size_t count, int dt
     h.token = c->token;
     h.rank = c->rank;
     h.seq = c->seq;
+    h.flags = (uint8_t)g->kind;
+    int blk_;
+    size_t n_;
+    const uint8_t *sp_;
+    uint8_t *rp_;
 #define INA_SEND_CHUNK(s, ch, first)                                                           \
     do {                                                                                       \
-        size_t off_ = (size_t)(ch) * ce, n_ = count - off_ < ce ? count - off_ : ce;           \
+        ina_geom_chunk(g, (ch), &blk_, &n_, &sp_, &rp_);                                       \
         h.slot = (uint16_t)(s);                                                                \
         h.use = c->use[s];                                                                     \
         h.chunk = (uint32_t)(ch);                                                              \
         h.nelem = (uint16_t)n_;                                                                \
-        if ((rc = ina_txq_add(c, q, &h, base + off_ * es, n_ * es)) < 0) goto neterr;         \
+        h.owner = (uint16_t)blk_;                                                              \
+        if ((rc = ina_txq_add(c, q, &h, (void *)sp_, sp_ ? n_ * es : 0)) < 0) goto neterr;     \
         if (first) { ss[s].sent_us = now; ss[s].tries = 0; ss[s].rto_us = ina_cli_rto(c); }   \
         ss[s].deadline_us = now + ss[s].rto_us;                                                \
         ss[s].stamp = ++stamp;                                                                 \
@@ -1337,9 +1420,20 @@ static int ina_client_allreduce(ina_client_t *c, void *buf, size_t count, int dt
                         c->st.fault_results_dropped++;
                         continue;
                     }
-                    size_t off = (size_t)r.chunk * ce, ne = count - off < ce ? count - off : ce;
-                    if (r.nelem != ne || n - sizeof r != ne * es) { c->st.stale_results++; continue; }
-                    memcpy(base + off * es, rb[i] + sizeof r, ne * es);
+                    int rblk;
+                    size_t ne;
+                    const uint8_t *rsp;
+                    uint8_t *rrp;
+                    ina_geom_chunk(g, r.chunk, &rblk, &ne, &rsp, &rrp);
+                    if (r.nelem != ne || r.owner != (g->kind ? rblk : 0) ||
+                        (r.flags & INA_F_KIND) != g->kind || n - sizeof r != (rrp ? ne * es : 0)) {
+                        c->st.stale_results++;
+                        continue;
+                    }
+                    if (rrp) {
+                        memcpy(rrp, rb[i] + sizeof r, ne * es);
+                        c->st.result_bytes += ne * es;
+                    }
                     if (st->tries == 0) ina_cli_rtt_sample(c, (double)(now - st->sent_us));
                     if (st->stamp > done_stamp) done_stamp = st->stamp;
                     done++;
@@ -1416,13 +1510,45 @@ out:
         int64_t low = nch;
         for (int s = 0; s < W; s++)
             if (ss[s].chunk >= 0 && ss[s].chunk < low) low = ss[s].chunk;
-        c->done_prefix = (int64_t)((uint64_t)low * ce < count ? (uint64_t)low * ce : count);
+        /* chunks below low are done: the first low / nb pieces of every block */
+        uint64_t fin = (uint64_t)(low / g->nb) * ce;
+        c->done_prefix = (int64_t)(fin < count ? fin : count);
     }
     free(ss);
     free(q);
     free(rm);
     free(ri);
     return rc;
+}
+
+
+/* Allreduce count elements of buf in place (every rank the same count, dtype, op, window). */
+static int ina_client_allreduce(ina_client_t *c, void *buf, size_t count, int dtype, int op,
+                                int window, int timeout_ms) {
+    ina_geom_t g = {INA_K_ALLREDUCE, 1, 0, (const uint8_t *)buf, (uint8_t *)buf, 0, 0, count, 0, 0};
+    return ina_client_coll(c, &g, dtype, op, window, timeout_ms);
+}
+
+/* Reduce_scatter of elements [lo, hi) of every block: send holds nranks blocks of `block`
+ * elements; this rank's block's [lo, hi) reduced lands at recv[lo, hi) (recv: one block).
+ * Each rank sends its whole range once and gets back only its own block's results. */
+static int ina_client_reduce_scatter(ina_client_t *c, const void *send, void *recv, size_t block,
+                                     size_t lo, size_t hi, int dtype, int op, int window,
+                                     int timeout_ms) {
+    size_t es = nezha_dtype_size(dtype);
+    ina_geom_t g = {INA_K_REDUCE_SCATTER, c->nranks, c->rank, (const uint8_t *)send + lo * es,
+                    (uint8_t *)recv + lo * es, 0, 0, hi - lo, block * es, 0};
+    return ina_client_coll(c, &g, dtype, op, window, timeout_ms);
+}
+
+/* Allgather of elements [lo, hi) of every block: send is this rank's block of `block`
+ * elements, recv nranks blocks. Each rank sends its range once and gets every block's. */
+static int ina_client_allgather(ina_client_t *c, const void *send, void *recv, size_t block,
+                                size_t lo, size_t hi, int dtype, int window, int timeout_ms) {
+    size_t es = nezha_dtype_size(dtype);
+    ina_geom_t g = {INA_K_ALLGATHER, c->nranks, c->rank, (const uint8_t *)send + lo * es,
+                    (uint8_t *)recv + lo * es, 0, 0, hi - lo, 0, block * es};
+    return ina_client_coll(c, &g, dtype, NEZHA_OP_SUM, window, timeout_ms);
 }
 
 #endif /* NEZHA_INA_H */

@@ -15,6 +15,7 @@ cdef extern from "nezha/nezha_ina.h" nogil:
     int INA_MAX_PAYLOAD
     int INA_MAX_RANKS
     int INA_HDR
+    int INA_VERSION
     int EINTR, ETIMEDOUT, ECONNREFUSED, EACCES, EINVAL, EOPNOTSUPP, EBUSY, ENOTCONN
 
     ctypedef struct ina_srv_stats_t:
@@ -28,6 +29,7 @@ cdef extern from "nezha/nezha_ina.h" nogil:
         int nslots, quota, open_mode
         int64_t job_timeout_ms
         int stop
+        uint32_t die_seq, die_chunk
         ina_srv_stats_t st
 
     int ina_server_init(ina_server_t *s, const char *addr, int port, int nslots, int quota,
@@ -39,6 +41,7 @@ cdef extern from "nezha/nezha_ina.h" nogil:
     ctypedef struct ina_cli_stats_t:
         uint64_t tx, rx, retrans, timeouts, stale_results, fault_dropped, fault_duplicated
         uint64_t fault_reordered, fault_results_dropped, collectives, fast_retrans
+        uint64_t result_bytes
 
     ctypedef struct ina_client_t:
         int fd
@@ -56,6 +59,7 @@ cdef extern from "nezha/nezha_ina.h" nogil:
         int64_t pong_us, late_ms
         uint32_t peers_age_ms
         uint16_t oldest_rank
+        uint16_t srv_version
         char err[256]
 
     void ina_client_init(ina_client_t *c)
@@ -64,6 +68,11 @@ cdef extern from "nezha/nezha_ina.h" nogil:
                             const uint8_t *key, int rank, int nranks, int want_slots, int timeout_ms)
     int ina_client_allreduce(ina_client_t *c, void *buf, size_t count, int dtype, int op,
                              int window, int timeout_ms)
+    int ina_client_reduce_scatter(ina_client_t *c, const void *send, void *recv, size_t block,
+                                  size_t lo, size_t hi, int dtype, int op, int window,
+                                  int timeout_ms)
+    int ina_client_allgather(ina_client_t *c, const void *send, void *recv, size_t block,
+                             size_t lo, size_t hi, int dtype, int window, int timeout_ms)
     int ina_client_ping(ina_client_t *c) nogil
     int ina_reduce_support(int dtype, int op)
     size_t ina_chunk_elems(int dtype, size_t chunk_bytes)
@@ -77,6 +86,7 @@ cdef extern from "nezha/nezha_ina.h" nogil:
 MAX_PAYLOAD = INA_MAX_PAYLOAD
 MAX_RANKS = INA_MAX_RANKS
 HEADER_BYTES = INA_HDR
+VERSION = INA_VERSION
 
 _SRV_FIELDS = ("rx", "tx", "data_added", "dup_pending", "dup_resent", "stale", "results",
                "bad_token", "bad_source", "bad_meta", "malformed", "auth_ok", "auth_fail",
@@ -84,7 +94,7 @@ _SRV_FIELDS = ("rx", "tx", "data_added", "dup_pending", "dup_resent", "stale", "
                "jobs_active", "slots_free")
 _CLI_FIELDS = ("tx", "rx", "retrans", "timeouts", "stale_results", "fault_dropped",
                "fault_duplicated", "fault_reordered", "fault_results_dropped", "collectives",
-               "fast_retrans")
+               "fast_retrans", "result_bytes")
 
 
 def reduce_support(int dtype, int op):
@@ -199,6 +209,12 @@ cdef class Server:
         """Make serve() return within about 100 ms."""
         self.s.stop = 1
 
+    def die_at(self, uint32_t seq, uint32_t chunk):
+        """Test hook: hear nothing more, and stop, at the first datagram of a job's
+        collective number seq (counted from 1) or later carrying chunk >= chunk: a service
+        killed mid-collective for sure."""
+        self.s.die_seq, self.s.die_chunk = seq, chunk
+
     def stats(self):
         """The service's counters as a dict."""
         cdef ina_srv_stats_t st = self.s.st
@@ -288,6 +304,56 @@ cdef class Client:
             PyBuffer_Release(&v)
         if rc < 0:
             _raise(rc, self.c.err.decode(errors="replace"))
+
+    def blocks(self, send, recv, int dtype, int op, size_t block, size_t lo, size_t hi,
+               bint gather, int window=64, double timeout=10.0):
+        """reduce_scatter (gather False: send nranks blocks, recv this rank's one) or
+        allgather (gather True: send this rank's block, recv nranks blocks) of elements
+        [lo, hi) of every block of `block` elements; the GIL is released throughout. Every
+        rank calls it with the same block, range, dtype, op and window."""
+        cdef Py_buffer sv, rv
+        cdef size_t es = nezha_dtype_size(dtype), nb = self.c.nranks
+        cdef int rc, tmo = <int>(timeout * 1000)
+        if es == 0:
+            raise InvalidUsageError(f"unknown dtype {dtype}")
+        if not lo <= hi <= block:
+            raise InvalidUsageError(f"INA range [{lo}, {hi}) outside a block of {block}")
+        PyObject_GetBuffer(send, &sv, PyBUF_C_CONTIGUOUS)
+        try:
+            PyObject_GetBuffer(recv, &rv, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE)
+            try:
+                if <size_t>sv.len != (1 if gather else nb) * block * es or \
+                        <size_t>rv.len != (nb if gather else 1) * block * es:
+                    raise InvalidUsageError(
+                        f"INA {'allgather' if gather else 'reduce_scatter'}: buffers of "
+                        f"{sv.len} and {rv.len} bytes for {nb} blocks of {block} x {es} bytes")
+                self._enter()
+                try:
+                    with nogil:
+                        if gather:
+                            rc = ina_client_allgather(&self.c, sv.buf, rv.buf, block, lo, hi,
+                                                      dtype, window, tmo)
+                        else:
+                            rc = ina_client_reduce_scatter(&self.c, sv.buf, rv.buf, block, lo,
+                                                           hi, dtype, op, window, tmo)
+                finally:
+                    self.busy = False
+            finally:
+                PyBuffer_Release(&rv)
+        finally:
+            PyBuffer_Release(&sv)
+        if rc < 0:
+            _raise(rc, self.c.err.decode(errors="replace"))
+
+    @property
+    def version(self):
+        """The service's protocol version (1: allreduce only; 2: also reduce_scatter and
+        allgather)."""
+        return self.c.srv_version
+
+    def _set_version(self, int version):
+        """Test hook: act as if the service had said this protocol version."""
+        self.c.srv_version = version
 
     def set_faults(self, int drop_every=0, int dup_every=0, int reorder_every=0,
                    int drop_result_every=0):

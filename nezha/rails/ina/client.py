@@ -1,5 +1,5 @@
-"""One rank's handle on an INA service: registration, then allreduce of whole buffers or of
-an element range of one, without the GIL."""
+"""One rank's handle on an INA service: registration, then allreduce, reduce_scatter and
+allgather of whole buffers or of an element range (of each block), without the GIL."""
 import os
 import threading
 
@@ -124,12 +124,71 @@ class InaClient:
         """Start allreduce(buf, op, dtype, **kw) on a thread of its own (the C loop runs
         without the GIL) and return an InaRequest: test() / wait(timeout). The collective-
         offload shape of DESIGN.md (CollNet's iallreduce + test)."""
-        return InaRequest(self.allreduce, buf, op, dtype, kw)
+        return InaRequest(self.allreduce, (buf, op, dtype), kw)
+
+    @property
+    def version(self):
+        """The service's protocol version: 1 takes allreduces only, 2 also reduce_scatter
+        and allgather."""
+        return self._c.version
+
+    def reduce_scatter(self, sendbuf, recvbuf, op=ReduceOp.SUM, dtype=None, *, start=0,
+                       stop=None, window=None, timeout=None):
+        """Reduce sendbuf (size blocks of B elements) over the ranks; this rank's block of the
+        result lands in recvbuf (B elements). Only elements [start, stop) of every block
+        (all by default); the rest of recvbuf is left alone. Each rank sends its range of
+        every block once and gets back only its own block's. Same rules as allreduce."""
+        dtype, op = self._dtype(sendbuf, dtype), ReduceOp(op)
+        if not reduce_support(dtype, op):
+            raise InvalidUsageError(f"INA cannot reduce {dtype.name} with {op.name}")
+        block = _elems(recvbuf, dtype)
+        return self._blocks(sendbuf, recvbuf, dtype, op, block, start, stop, False, window,
+                            timeout)
+
+    def allgather(self, sendbuf, recvbuf, dtype=None, *, start=0, stop=None, window=None,
+                  timeout=None):
+        """Every rank's sendbuf (B elements) into recvbuf (size blocks of B, rank i's at
+        block i), elements [start, stop) of every block only. Each rank sends its range
+        once and gets every block's; nothing is reduced, so any dtype goes."""
+        dtype = self._dtype(sendbuf, dtype)
+        block = _elems(sendbuf, dtype)
+        return self._blocks(sendbuf, recvbuf, dtype, ReduceOp.SUM, block, start, stop, True,
+                            window, timeout)
+
+    def ireduce_scatter(self, sendbuf, recvbuf, op=ReduceOp.SUM, dtype=None, **kw):
+        """reduce_scatter on a thread of its own; an InaRequest."""
+        return InaRequest(self.reduce_scatter, (sendbuf, recvbuf, op, dtype), kw)
+
+    def iallgather(self, sendbuf, recvbuf, dtype=None, **kw):
+        """allgather on a thread of its own; an InaRequest."""
+        return InaRequest(self.allgather, (sendbuf, recvbuf, dtype), kw)
+
+    @staticmethod
+    def _dtype(buf, dtype):
+        if dtype is None:
+            if not isinstance(buf, np.ndarray):
+                raise InvalidUsageError("INA collective: give dtype= for a non-numpy buffer")
+            dtype = dtype_from_numpy(buf.dtype)
+        return DType(dtype)
+
+    def _blocks(self, sendbuf, recvbuf, dtype, op, block, start, stop, gather, window, timeout):
+        stop = block if stop is None else int(stop)
+        if not 0 <= int(start) <= stop <= block:
+            raise InvalidUsageError(f"INA collective: range [{start}, {stop}) outside a block "
+                                    f"of {block}")
+        with self._lock:
+            if self._c.job_timeout and self._c.idle > self._c.job_timeout / 2:
+                self._register()
+            self._c.blocks(sendbuf, recvbuf, int(dtype), int(op), block, int(start), stop,
+                           gather, window or self.window,
+                           self.timeout if timeout is None else float(timeout))
+        return recvbuf
 
     @property
     def done_prefix(self):
-        """Elements of the last allreduce's range final when it returned: all of them after
-        success; after a failure, those before the first chunk without a result."""
+        """Elements of the last collective's range (of each block's range) final when it
+        returned: all of them after success; after a failure, those before the first chunk
+        without a result (in every block)."""
         return self._c.done_prefix
 
     def set_faults(self, drop_every=0, dup_every=0, reorder_every=0, drop_result_every=0):
@@ -171,18 +230,26 @@ class InaClient:
         self.close()
 
 
+def _elems(buf, dtype):
+    """Whole elements of dtype in buf."""
+    n = memoryview(buf).nbytes
+    if n % dtype.itemsize:
+        raise InvalidUsageError(f"INA collective: {n} bytes are not whole {dtype.name} elements")
+    return n // dtype.itemsize
+
+
 class InaRequest:
     """One INA collective running on its own thread."""
 
-    def __init__(self, fn, buf, op, dtype, kw):
+    def __init__(self, fn, args, kw):
         self._err = None
-        self._t = threading.Thread(target=self._run, args=(fn, buf, op, dtype, kw), daemon=True,
+        self._t = threading.Thread(target=self._run, args=(fn, args, kw), daemon=True,
                                    name="nezha-ina")
         self._t.start()
 
-    def _run(self, fn, buf, op, dtype, kw):
+    def _run(self, fn, args, kw):
         try:
-            fn(buf, op, dtype, **kw)
+            fn(*args, **kw)
         except BaseException as e:  # noqa: BLE001 - handed to wait()
             self._err = e
 

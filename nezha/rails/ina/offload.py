@@ -1,18 +1,23 @@
-"""The communicator's side of an INA rail: which allreduces go to it, how much of each, the
+"""The communicator's side of an INA rail: which collectives go to it, how much of each, the
 agreement after each one, and re-admission after a failure.
 
 An allreduce of n elements is split at k: the TCP rails (the engine) reduce [0, k) while
 the INA service reduces [k, n) on a thread of its own (its C loop runs without the GIL).
-k comes from the two paths' measured rates, so both finish together: the offloaded path
-moves S per rank each way, the ring 2(N-1)/N * S, and the rates measured include that.
+A reduce_scatter or allgather of blocks of n elements is split at k in every block: the TCP
+rails do [0, k) of each block, INA [k, n) of each. k comes from the two paths' measured
+rates (one pair per kind), so both finish together: per rank, the offloaded allreduce moves
+S each way, the ring 2(N-1)/N * S; the offloaded reduce_scatter S up and S/N down, the
+allgather S/N up and S down, their rings (N-1)/N * S each way; the rates measured include
+that.
 
 Every decision is taken alike on every rank, from numbers every rank holds alike: after each
 split collective the ranks take the MAX, over the TCP rails, of an int64 vector (INA failed
 here?, TCP ns, INA ns, elements INA left unfinished here). The same numbers give the same
 rates, hence the same k next time; a failure anywhere makes every rank re-run on the TCP
-rails, from its saved input, the part of [k, n) that some rank got no result for (results
-are final once they arrive: the service sends each chunk's sum only when every rank's part
-is in), drop the INA rail, and try it again every READMIT_EVERY eligible collectives.
+rails, from its saved input, the part of [k, n) (of every block) that some rank got no
+result for (results are final once they arrive: the service sends each chunk's result
+only when every rank's part is in), drop the INA rail, and try it again every
+READMIT_EVERY eligible collectives.
 """
 import threading
 import time
@@ -26,6 +31,7 @@ from nezha.types import ReduceOp
 
 READMIT_EVERY = 16   # eligible collectives between tries to register again after a failure
 EWMA = 0.5           # weight of the newest agreed rate
+KINDS = ("allreduce", "reduce_scatter", "allgather")
 
 
 class _Heartbeat(threading.Thread):
@@ -62,11 +68,14 @@ class InaOffload:
         self.client = None
         self.alive = False
         self.since_fail = 0
-        # agreed rates, bytes of the whole buffer per second of each path (None: not yet)
-        self.rate_tcp = None
-        self.rate_ina = None
+        # agreed rates per kind, bytes of the whole buffers per second of each path (absent:
+        # not measured yet)
+        self.rate_tcp = {}
+        self.rate_ina = {}
         self.offloads = 0
         self.failures = 0
+        self.kept = 0     # failures after which part of the INA share was final (not re-run)
+        self.version = 1  # the service's protocol version: 2 takes reduce_scatter, allgather
         self._open(init=True)
         self.alive = True
 
@@ -84,6 +93,8 @@ class InaOffload:
                                     tag=f"nz{self.generation}", timeout=max(self.timeout, 2.0))
             self.client.timeout = self.timeout  # no progress for this long: the rail failed
             self.client.set_late(c.timeout)     # unless every rank still reaches the service
+            if init:  # one service answers every rank alike (re-admission agrees on it)
+                self.version = self.client.version
             _Heartbeat(self.client, c.config["HEARTBEAT"]).start()
             ok = True
         except NezhaError as exc:
@@ -94,34 +105,43 @@ class InaOffload:
             self.client, ok = None, False
         return ok
 
-    def split(self, count, es, dt, op):
-        """Elements [k, count) go to INA: k, or None to leave the whole collective to TCP."""
-        if not self.alive or not self.wants(count, es, dt, op):
+    def split(self, kind, count, blocks, es, dt, op):
+        """Elements [k, count) (of each of `blocks` blocks) go to INA: k, or None to leave the
+        whole collective to TCP."""
+        if not self.alive or not self.wants(kind, count, blocks, es, dt, op):
             return None
-        if self.rate_tcp is None or self.rate_ina is None:
-            f = 0.5  # cold: half each, measured, then split by the measured rates
-        else:
-            f = self.rate_ina / (self.rate_ina + self.rate_tcp)
+        tcp, ina = self.rate_tcp.get(kind), self.rate_ina.get(kind)
+        f = 0.5 if tcp is None or ina is None else ina / (ina + tcp)  # cold: half, measured
         k = int(count * (1.0 - f))
-        if (count - k) * es < self.min_bytes:
-            k = count - (self.min_bytes + es - 1) // es
+        unit = blocks * es
+        if (count - k) * unit < self.min_bytes:
+            k = count - (self.min_bytes + unit - 1) // unit
         return max(0, min(k, count))
 
-    def start(self, a, out, k, n, dt, op):
-        """Put [k, n) on the service now; returns the job for finish()."""
+    def start(self, kind, a, out, k, n, dt, op):
+        """Put [k, n) (of every block) on the service now; returns the job for finish().
+        allreduce: a in, out (may be a) out; reduce_scatter: a = size blocks in, out = this
+        rank's block; allgather: a = this rank's block, out = size blocks."""
         snap = None
-        if out is a:
-            snap = a[k:n].copy()  # in place: INA overwrites it, a re-run needs the input
-        else:
-            out[k:n] = a[k:n]
-        job = dict(k=k, n=n, snap=snap, a=a, t0=time.perf_counter_ns(), t1=None, err=None, done=0)
+        if kind == "allreduce":
+            if out is a:
+                snap = a[k:n].copy()  # in place: INA overwrites it, a re-run needs the input
+            else:
+                out[k:n] = a[k:n]
+        job = dict(kind=kind, k=k, n=n, snap=snap, a=a, t0=time.perf_counter_ns(), t1=None,
+                   err=None, done=0)
 
         def run(client=self.client):
             try:
-                client.allreduce(out, op, dt, start=k, stop=n)
+                if kind == "allreduce":
+                    client.allreduce(out, op, dt, start=k, stop=n)
+                elif kind == "reduce_scatter":
+                    client.reduce_scatter(a, out, op, dt, start=k, stop=n)
+                else:
+                    client.allgather(a, out, dt, start=k, stop=n)
             except BaseException as exc:  # noqa: BLE001 - finish() reports it
                 job["err"] = exc
-            job["done"] = client.done_prefix  # [k, k + done) is final here
+            job["done"] = client.done_prefix  # [k, k + done) (of every block) is final here
             job["t1"] = time.perf_counter_ns()  # its own end: finish() may come later
 
         job["thread"] = t = threading.Thread(target=run, name="nezha-ina", daemon=True)
@@ -135,8 +155,9 @@ class InaOffload:
 
     def finish(self, job, out, tcp_ns, rerun):
         """After the TCP part: wait for INA, agree with every rank, re-run on TCP
-        (rerun(view, lo, hi)) what INA did not finish on every rank, learn the rates."""
-        k, n = job["k"], job["n"]
+        (rerun(lo, hi): elements [lo, hi) of every block) what INA did not finish on every
+        rank, learn the rates."""
+        kind, k, n = job["kind"], job["k"], job["n"]
         self.wait(job)
         failed = int(job["err"] is not None)
         if failed:
@@ -147,27 +168,31 @@ class InaOffload:
         left = (n - k) - job["done"] if failed else 0
         agreed = np.array([failed, tcp_ns, ina_ns, left], np.int64)
         self.comm._internal_allreduce(agreed, "ina agreement", ReduceOp.MAX)
-        es = out.itemsize
         if agreed[0]:
             self.failures += 1
             lo = n - int(agreed[3])
-            if job["snap"] is not None:
-                out[lo:n] = job["snap"][lo - k:]
-            else:
-                out[lo:n] = job["a"][lo:n]
+            self.kept += lo > k
+            if kind == "allreduce":
+                if job["snap"] is not None:
+                    out[lo:n] = job["snap"][lo - k:]
+                else:
+                    out[lo:n] = job["a"][lo:n]
             log.info("HEALTH", f"INA rail: re-running {n - lo} of {n - k} offloaded elements "
-                     "on the TCP rails")
-            rerun(out, lo, n)   # every rank: what INA left, over the TCP rails
+                     f"{'' if kind == 'allreduce' else 'of every block '}on the TCP rails")
+            if lo < n:
+                rerun(lo, n)   # every rank: what INA left, over the TCP rails
             self._drop()
             return
         self.offloads += 1
-        tcp_rate = k * es / max(agreed[1], 1) * 1e9
-        ina_rate = (n - k) * es / max(agreed[2], 1) * 1e9
+        es = out.itemsize * (1 if kind == "allreduce" else self.comm.size)
         if k > 0:
-            self.rate_tcp = tcp_rate if self.rate_tcp is None else (
-                EWMA * tcp_rate + (1 - EWMA) * self.rate_tcp)
-        self.rate_ina = ina_rate if self.rate_ina is None else (
-            EWMA * ina_rate + (1 - EWMA) * self.rate_ina)
+            self._learn(self.rate_tcp, kind, k * es / max(agreed[1], 1) * 1e9)
+        self._learn(self.rate_ina, kind, (n - k) * es / max(agreed[2], 1) * 1e9)
+
+    @staticmethod
+    def _learn(rates, kind, rate):
+        old = rates.get(kind)
+        rates[kind] = rate if old is None else EWMA * rate + (1 - EWMA) * old
 
     def _drop(self):
         self.alive = False
@@ -178,26 +203,34 @@ class InaOffload:
             except Exception:  # noqa: BLE001 - it failed already; nothing to keep
                 pass
             self.client = None
-        self.rate_ina = None
+        self.rate_ina = {}
         log.warn("HEALTH", f"INA rail at {self.address} left out; trying it again every "
-                 f"{READMIT_EVERY} large allreduces")
+                 f"{READMIT_EVERY} large collectives it could take")
 
-    def wants(self, count, es, dt, op):
-        """Whether this allreduce is one the rail takes a part of while alive."""
-        return count * es >= 2 * self.min_bytes and reduce_support(dt, op)
+    def wants(self, kind, count, blocks, es, dt, op):
+        """Whether this collective (blocks of count elements) is one the rail takes a part of
+        while alive: large enough, a reduction the service does (an allgather reduces
+        nothing), a kind the service's protocol version has."""
+        return (count * blocks * es >= 2 * self.min_bytes
+                and (kind == "allgather" or reduce_support(dt, op))
+                and (kind == "allreduce" or self.version >= 2))
 
-    def eligible(self, count, es, dt, op):
-        """Called for every allreduce alike on every rank: counts toward re-admission."""
-        if self.alive or not self.wants(count, es, dt, op):
+    def eligible(self, kind, count, blocks, es, dt, op):
+        """Called for every such collective alike on every rank: counts toward
+        re-admission."""
+        if self.alive or not self.wants(kind, count, blocks, es, dt, op):
             return
         self.since_fail += 1
         if self.since_fail < READMIT_EVERY:
             return
         self.since_fail = 0
-        ok = np.array([0 if self._open() else 1], np.int64)
-        self.comm._internal_allreduce(ok, "ina re-admission")
+        opened = self._open()
+        # MAX of (failed here, -version): the version every rank's wants() then uses alike
+        ok = np.array([0 if opened else 1, -self.client.version if opened else 0], np.int64)
+        self.comm._internal_allreduce(ok, "ina re-admission", ReduceOp.MAX)
         if ok[0] == 0:
             self.alive = True
+            self.version = int(-ok[1])
             log.warn("HEALTH", f"INA rail at {self.address} answers again: re-admitted (cold)")
         elif self.client is not None:
             self.client.close()
