@@ -3,7 +3,6 @@
 
 matrix: dtypes x ops x block sizes (0, 1, a prime, one large enough to offload);
 loop: reduce_scatters and allgathers until the stop file (the test kills the service)."""
-import json
 import os
 import sys
 
@@ -11,6 +10,7 @@ import numpy as np
 
 import nezha
 from nezha.types import ReduceOp
+from tests._result import report
 
 DTYPES = [np.float32, np.float64, np.float16, np.int32, np.int64]
 OPS = {ReduceOp.SUM: lambda x: np.sum(x, axis=0), ReduceOp.MIN: lambda x: np.min(x, axis=0),
@@ -104,7 +104,7 @@ def main(mode):
                failures=ina.failures if ina else -1, kept=ina.kept if ina else -1, alive=bool(ina and ina.alive),
                kinds=sorted(ina.rate_ina) if ina else [])
     comm.close()
-    print("RESULT " + json.dumps(res), flush=True)
+    report(res)
 
 
 if __name__ == "__main__":
