@@ -240,6 +240,13 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
         "TCP rails, exactly, and the rail tried again later). Results come back every "
         "round trip while any slot of the window gets through, so one slot's retransmission "
         "backoff (up to 200 ms) does not count; raise it on very lossy rails.")),
+    Param("INA_WINDOW", "int", "0", bound=">= 0", help=(
+        "Slots of the INA service each rank keeps in flight (its credit window, NetReduce's "
+        "message-level flow control); 0: 64 KiB divided by the datagram payload (8 slots of "
+        "8 KiB). bench/ina_credit_sweep.py shows where the window saturates a rail.")),
+    Param("INA_CHUNK", "size", "0", help=(
+        "Payload bytes per INA datagram, the same on every rank; 0: from the route's MTU, at "
+        "most 8192.")),
     Param("LOOP_RAILS", "int", "2", bound=">= 1", help=(
         "How many rails NEZHA_RAILS=loop makes, on the loopback addresses 127.0.0.1, "
         "127.0.0.2, ... (named loop0, loop1, ...).")),
