@@ -8,7 +8,7 @@ is posted, so every rank plans it after the same history of finished collectives
 import zlib
 
 from nezha import log
-from nezha.costmodel import HIER_CLEAR, RAIL_RATE, CostModel, Layout, bucket_of
+from nezha.costmodel import HIER_CLEAR, RAIL_RATE, VOTE_COST, CostModel, Layout, bucket_of
 
 ALGO_RING = 1
 ALGO_RD = 2
@@ -207,8 +207,8 @@ class Planner:
         rates = sorted(self.rail_rates, reverse=True)
         n, out = self.ranks, {}
         per_rank = nbytes // n if coll in ("allgather", "reduce_scatter") and n else nbytes
-        vote = (self.layout.time("allreduce", "rd", 8, 1, rate=rates[0]) if self.failover
-                else 0.0)
+        vote = (VOTE_COST * self.layout.time("allreduce", "rd", 8, 1, rate=rates[0])
+                if self.failover else 0.0)
         for name in self.FLAT[coll]:
             if name == "rd" and coll != "allreduce" and (n < 2 or n & (n - 1)):
                 continue  # recursive doubling/halving of blocks: a power of two of ranks only
