@@ -197,8 +197,7 @@ class Executor:
         rails, inside a run: the INA rail's re-runs. A regular collective (it votes and
         reroutes like any other), numbered apart from the caller's, never cached."""
         es, dt = a.itemsize, dtype_from_numpy(a.dtype)
-        self._nint = getattr(self, "_nint", 0) + 1
-        req = Request(self, f"ina re-run ({kind})", 0xC0000000 | (self._nint & 0x3FFFFFFF), out)
+        req = self._internal_request(f"ina re-run ({kind})", out)
         dst, hosts, size = address(out), self._hosts, self.size
 
         if kind == "reduce_scatter":
@@ -217,17 +216,14 @@ class Executor:
 
         req.spec = (coll, int(dt), int(op), hi - lo, -1,
                     lambda: self.planner.blocks(kind, hi - lo, es, algo), build, None, a, False)
-        last = self._st.last_plan
-        self._execute(req)
-        self._st.last_plan = last
+        self._run_internal(req)
 
     def _internal_allreduce(self, arr, name, op=ReduceOp.SUM):
         """Allreduce arr (contiguous numpy) in place over the TCP rails, inside a run: the
         INA rail's agreements and re-runs. A regular collective (it votes and reroutes like
         any other), numbered apart from the caller's, never cached."""
         es, dt = arr.itemsize, dtype_from_numpy(arr.dtype)
-        self._nint = getattr(self, "_nint", 0) + 1
-        req = Request(self, name, 0xC0000000 | (self._nint & 0x3FFFFFFF), arr)
+        req = self._internal_request(name, arr)
         base = address(arr)
         hier, chunk = self._hier, self._hier_chunk
 
@@ -239,6 +235,15 @@ class Executor:
 
         req.spec = (_eng.COLL_ALLREDUCE, int(dt), int(op), arr.size, -1,
                     lambda: self.planner.allreduce(arr.size, es), build, None, arr, True)
+        self._run_internal(req)
+
+    def _internal_request(self, name, result):
+        """A Request for an internal collective, numbered apart from the caller's."""
+        self._nint = getattr(self, "_nint", 0) + 1
+        return Request(self, name, 0xC0000000 | (self._nint & 0x3FFFFFFF), result)
+
+    def _run_internal(self, req):
+        """Run an internal collective inside the caller's run (stats keep the caller's plan)."""
         last = self._st.last_plan
         self._execute(req)
         self._st.last_plan = last

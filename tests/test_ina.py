@@ -273,8 +273,9 @@ def test_gil_is_released_during_the_collective(service):
 
 
 # ---- loss, duplicates, reordering -----------------------------------------------------------
-def test_faults_never_double_count(service):
-    srv = service()
+def faulty_clients(srv):
+    """4 clients losing, duplicating and reordering datagrams and losing results, each
+    its own way (test_faults_never_double_count here and in test_ina_blocks.py)."""
     cs = clients(srv, 4, window=8, chunk_bytes=_ina.MTU_CHUNK)
     for c in cs:
         c.set_rto(1.0, 20.0)
@@ -282,6 +283,12 @@ def test_faults_never_double_count(service):
     cs[1].set_faults(dup_every=3)
     cs[2].set_faults(reorder_every=2, dup_every=5)
     cs[3].set_faults(drop_result_every=5, drop_every=11)
+    return cs
+
+
+def test_faults_never_double_count(service):
+    srv = service()
+    cs = faulty_clients(srv)
     for dtype, op in [(DType.FLOAT32, ReduceOp.SUM), (DType.INT64, ReduceOp.SUM),
                       (DType.FLOAT64, ReduceOp.AVG), (DType.INT32, ReduceOp.MAX)]:
         for count in (1, 353, 30_011):

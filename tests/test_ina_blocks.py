@@ -12,8 +12,8 @@ from nezha._core import ina as _ina
 from nezha.errors import InvalidUsageError, NezhaTimeout
 from nezha.rails.ina import InaClient
 from nezha.types import DType, ReduceOp
-from tests.test_ina import (SECRET, STORAGE, clients, make_inputs, on_ranks, oracle,  # noqa: F401
-                            service)
+from tests.test_ina import (SECRET, STORAGE, clients, faulty_clients, make_inputs,  # noqa: F401
+                            on_ranks, oracle, service)
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -145,13 +145,7 @@ def test_faults_never_double_count(service):
     """Lost, duplicated and reordered datagrams and lost results: every reduce_scatter and
     allgather exact; duplicates reached the service and lost results were sent again."""
     srv = service()
-    cs = clients(srv, 4, window=8, chunk_bytes=_ina.MTU_CHUNK)
-    for c in cs:
-        c.set_rto(1.0, 20.0)
-    cs[0].set_faults(drop_every=7)
-    cs[1].set_faults(dup_every=3)
-    cs[2].set_faults(reorder_every=2, dup_every=5)
-    cs[3].set_faults(drop_result_every=5, drop_every=11)
+    cs = faulty_clients(srv)
     for dtype, op in [(DType.FLOAT32, ReduceOp.SUM), (DType.INT64, ReduceOp.SUM),
                       (DType.FLOAT64, ReduceOp.AVG), (DType.INT32, ReduceOp.MAX)]:
         for block in (1, 353, 10_007):

@@ -11,6 +11,7 @@ import numpy as np
 import nezha
 from nezha.types import ReduceOp
 from tests._result import report
+from tests.workers.ina_rank import stop_agreed
 
 DTYPES = [np.float32, np.float64, np.float16, np.int32, np.int64]
 OPS = {ReduceOp.SUM: lambda x: np.sum(x, axis=0), ReduceOp.MIN: lambda x: np.min(x, axis=0),
@@ -86,11 +87,7 @@ def main(mode):
     else:
         stop = os.environ["TEST_STOP"]
         block = (3 << 20) // (4 * n) + 5
-        while True:
-            flag = np.array([float(os.path.exists(stop))], np.float64)
-            comm.allreduce(flag, op=ReduceOp.MAX)
-            if flag[0] > 0:
-                break
+        while not stop_agreed(comm, stop):
             seed += 1
             runs += 1
             wrong += not check_rs(comm, np.float32, ReduceOp.SUM, block, seed)

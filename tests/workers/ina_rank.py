@@ -18,6 +18,13 @@ OPS = {"sum": (ReduceOp.SUM, lambda xs: np.sum(xs, axis=0)),
        "prod": (ReduceOp.PROD, lambda xs: np.prod(xs, axis=0))}
 
 
+def stop_agreed(comm, path):
+    """True once any rank sees the stop file (agreed: every rank leaves its loop together)."""
+    flag = np.array([float(os.path.exists(path))], np.float64)
+    comm.allreduce(flag, op=ReduceOp.MAX)
+    return flag[0] > 0
+
+
 def inputs(r, n, dt, count, seed):
     """Every rank's input, the same on every rank (so each checks the whole result)."""
     return [np.random.default_rng([seed, q]).integers(-3, 4, count).astype(dt) for q in range(n)]
@@ -61,11 +68,7 @@ def main(mode):
         stop = os.environ["TEST_STOP"]
         count = (3 << 20) // 4 + 5
         same = np.empty(count, np.float32)  # "same": one buffer, as a training loop has
-        while True:
-            flag = np.array([float(os.path.exists(stop))], np.float64)
-            comm.allreduce(flag, op=ReduceOp.MAX)
-            if flag[0] > 0:
-                break
+        while not stop_agreed(comm, stop):
             seed += 1
             runs += 1
             if mode == "same":
