@@ -564,25 +564,19 @@ def test_lab_blackholed_ina_rail_is_an_error(lab_factory):
     assert "[0] REGISTERED" in res.stdout
 
 
-def test_failed_collective_reports_the_final_prefix(service):
-    """A rank that goes silent mid-collective (every datagram of it dropped from some point
-    on): both ranks time out, and every element before the done_prefix each reports is
-    the exact sum already (the offload re-runs only the rest on TCP)."""
-    srv = service()
-    cs = clients(srv, 2, timeout=0.3)
-    for c in cs:
-        c.set_late(0)  # rank 1 still reaches the service (PINGs): do not wait for it
-    n = 4 << 20
-    bufs = [np.full(n, r + 1, np.int32) for r in range(2)]
+def silent_rank_prefixes(cs, call, limit):
+    """Clients cs (2) run call(r) — one collective — while rank 1 goes silent a little
+    after the start (every datagram of it dropped): both must time out; returns the
+    done_prefix each reports, each a whole number of chunks below limit."""
     started = threading.Event()
 
     def body(r):
         started.set()
         with pytest.raises(NezhaTimeout):
-            cs[r].allreduce(bufs[r], ReduceOp.SUM)
+            call(r)
         return cs[r].done_prefix
 
-    def silence():  # rank 1 goes silent a little after the start
+    def silence():
         started.wait(5)
         time.sleep(0.01)
         cs[1].set_faults(drop_every=1)
@@ -592,8 +586,27 @@ def test_failed_collective_reports_the_final_prefix(service):
     done = on_ranks(2, body)
     t.join(5)
     ce = cs[0].chunk_bytes // 4
+    assert all(0 <= d < limit and d % ce == 0 for d in done), done
+    return done
+
+
+def silent_clients(srv):
+    """2 clients that time out after 0.3 s and do not wait for a late rank."""
+    cs = clients(srv, 2, timeout=0.3)
+    for c in cs:
+        c.set_late(0)  # rank 1 still reaches the service (PINGs): do not wait for it
+    return cs
+
+
+def test_failed_collective_reports_the_final_prefix(service):
+    """A rank that goes silent mid-collective (every datagram of it dropped from some point
+    on): both ranks time out, and every element before the done_prefix each reports is
+    the exact sum already (the offload re-runs only the rest on TCP)."""
+    cs = silent_clients(service())
+    n = 4 << 20
+    bufs = [np.full(n, r + 1, np.int32) for r in range(2)]
+    done = silent_rank_prefixes(cs, lambda r: cs[r].allreduce(bufs[r], ReduceOp.SUM), n)
     for r in range(2):
-        assert 0 <= done[r] < n and (done[r] % ce == 0), done
         assert np.all(bufs[r][:done[r]] == 3), f"rank {r}: a non-final element before its prefix"
     for c in cs:
         c.close()

@@ -2,18 +2,15 @@
 loopback: exact against numpy over dtypes, ops, sizes and rank counts; element ranges of
 each block; lost, duplicated and reordered datagrams never double count; a rank that goes
 silent leaves a final prefix of every block."""
-import threading
-import time
-
 import numpy as np
 import pytest
 
 from nezha._core import ina as _ina
-from nezha.errors import InvalidUsageError, NezhaTimeout
+from nezha.errors import InvalidUsageError
 from nezha.rails.ina import InaClient
 from nezha.types import DType, ReduceOp
 from tests.test_ina import (SECRET, STORAGE, clients, faulty_clients, make_inputs,  # noqa: F401
-                            on_ranks, oracle, service)
+                            on_ranks, oracle, service, silent_clients, silent_rank_prefixes)
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -195,33 +192,13 @@ def test_silent_rank_leaves_a_final_prefix_of_every_block(service):
     """A rank goes silent mid-reduce_scatter: every rank times out, and each block's
     elements before the done_prefix a rank reports are final (the communicator re-runs
     only the rest of every block on TCP)."""
-    srv = service()
-    cs = clients(srv, 2, timeout=0.3)
-    for c in cs:
-        c.set_late(0)
+    cs = silent_clients(service())
     block = 2 << 20
     sends = [np.full(2 * block, r + 1, np.int32) for r in range(2)]
     outs = [np.zeros(block, np.int32) for _ in range(2)]
-    started = threading.Event()
-
-    def body(r):
-        started.set()
-        with pytest.raises(NezhaTimeout):
-            cs[r].reduce_scatter(sends[r], outs[r])
-        return cs[r].done_prefix
-
-    def silence():
-        started.wait(5)
-        time.sleep(0.01)
-        cs[1].set_faults(drop_every=1)
-
-    t = threading.Thread(target=silence, daemon=True)
-    t.start()
-    done = on_ranks(2, body)
-    t.join(5)
-    ce = cs[0].chunk_bytes // 4
+    done = silent_rank_prefixes(cs, lambda r: cs[r].reduce_scatter(sends[r], outs[r]),
+                                block)
     for r in range(2):
-        assert 0 <= done[r] < block and done[r] % ce == 0, done
         assert np.all(outs[r][:done[r]] == 3), f"rank {r}: a non-final element before its prefix"
     for c in cs:
         c.close()
