@@ -82,6 +82,7 @@ class Communicator(Executor, Diagnose):
             raise InvalidUsageError(f"nezha: timeout must be > 0, not {timeout!r}")
         self._st = _eng.RunState(t)  # what runs and has run: one object every layer shares
         self._mesh = None
+        self._aborts = {}            # peer -> (kind, text) of its abort (Diagnose._take_aborts)
         self._boot = boot = discover(mpi_comm, cfg["CONNECT_TIMEOUT"])
         self.rank, self.size, self.local_rank = boot.rank, boot.size, boot.local_rank
         log.set_rank(self.rank)

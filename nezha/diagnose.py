@@ -35,14 +35,11 @@ class Diagnose:
         return idx % self.size
 
     def _on_ctrl(self, req):
-        """The health thread has frames for us: raise on an abort; note closed links."""
-        for idx, ftype, kind, seq, payload in self._engine.take_messages():
-            peer = self._ctrl_peer(idx)
-            if ftype == _eng.FRAME_ABORT:
-                raise _remote_error((kind, payload.decode(errors="replace")), peer,
-                                    self._mesh.peer_name(peer), req, self._waiting(req))
-            # type 0: that control connection closed (the peer finished or died); by
-            # itself not an error: a data channel we still need will say so.
+        """The health thread has frames for us: raise on an abort. A closed control
+        connection (the peer finished or died) is by itself not an error: a data channel we
+        still need will say so."""
+        for peer, msg in self._take_aborts().items():
+            raise _remote_error(msg, peer, self._mesh.peer_name(peer), req, self._waiting(req))
 
     def _waiting(self, req):
         """'waiting to receive bytes a..b from rank p (host) on rail r' for the current run."""
@@ -75,19 +72,33 @@ class Diagnose:
         return "; " + "; ".join(notes) if notes else ""
 
     def _peer_gone(self, peer):
-        """Why peer is gone, or None: every control connection to it has closed (a peer that
-        fails sends its abort first; one that closes them all without a word exited or died).
-        Asked by re-admission while it waits for peer's connections (Mesh.links)."""
+        """(why, aborted) if peer is gone, else None: every control connection to it has
+        closed. aborted: it sent an abort first, so it left on account of another rank (a
+        rank killed outright closes them all without a word). Asked by re-admission while
+        it waits for peer's connections (Mesh.links)."""
         if self._ctrl_all_closed(peer):
             rails = ", ".join(r.name for r in self._mesh.rails)
-            return (f"closed every control connection ({rails}) while this rank waited for "
-                    "its connections")
+            why = (f"closed every control connection ({rails}) while this rank waited for "
+                   "its connections")
+            msg = self._pending_abort(peer, 0)
+            if msg is not None:
+                return (f"{why}, after its abort: {msg[1].removeprefix('nezha: ')}", True)
+            return (why, False)
         return None
 
     def _ctrl_all_closed(self, peer):
         """Every control connection to peer (one per rail) has closed."""
         nrails = len(self._mesh.rails)
         return nrails > 0 and all(self._engine.rail_silence(r, peer)[1] for r in range(nrails))
+
+    def _take_aborts(self):
+        """Drain the health thread's inbox into self._aborts (peer -> (kind, text)): a reader
+        looking for one peer's abort must not lose another's."""
+        aborts = self._aborts
+        for idx, ftype, kind, seq, payload in self._engine.take_messages():
+            if ftype == _eng.FRAME_ABORT:
+                aborts.setdefault(self._ctrl_peer(idx), (kind, payload.decode(errors="replace")))
+        return aborts
 
     def _pending_abort(self, peer, wait):
         """An abort message from peer, if one arrives within wait seconds. None at once when
@@ -97,9 +108,9 @@ class Diagnose:
         deadline = time.monotonic() + wait
         while True:
             gone = self._ctrl_all_closed(peer)
-            for idx, ftype, kind, seq, payload in self._engine.take_messages():
-                if ftype == _eng.FRAME_ABORT and self._ctrl_peer(idx) == peer:
-                    return (kind, payload.decode(errors="replace"))
+            msg = self._take_aborts().get(peer)
+            if msg is not None:
+                return msg
             if gone or time.monotonic() >= deadline:
                 return None
             time.sleep(0.01)

@@ -245,8 +245,33 @@ def test_gone_callback_names_the_peer_first_heard_last():
     with pytest.raises(PeerError) as ei:
         establish(0, SECRET, [lst0], {}, {(1, 0, auth.PURPOSE_DATA),
                                           (2, 0, auth.PURPOSE_DATA)}, 10,
-                  gone=lambda p: "closed every control connection" if p == 2 else None)
+                  gone=lambda p: ("closed every control connection", False) if p == 2 else None)
     assert ei.value.peer == 2 and "rank 2 (?) closed every control connection" in str(ei.value)
+    lst0.close()
+
+
+@pytest.mark.timeout(60)
+def test_gone_callback_names_the_silent_peer_before_one_that_aborted():
+    """Rank 1 aborted (on account of rank 2) and closed; rank 2 was killed and is seen gone
+    a little later, within the grace: rank 2 is the one named (the CI failure of
+    test_peer_death_at_every_phase[readmit-1], where the lower rank that aborted was named)."""
+    lst0, _ = _listener()
+    t0 = time.monotonic()
+
+    def gone(p):
+        if p == 1:
+            return ("closed every control connection, after its abort: rank 2 died", True)
+        if p == 2 and time.monotonic() - t0 > 0.03:
+            return ("closed every control connection", False)
+        return None
+
+    with pytest.raises(PeerError) as ei:
+        establish(0, SECRET, [lst0], {}, {(1, 0, auth.PURPOSE_DATA),
+                                          (2, 0, auth.PURPOSE_DATA)}, 10, gone=gone)
+    msg = str(ei.value)
+    assert ei.value.peer == 2, msg
+    assert msg.index("rank 2 (?)") < msg.index("rank 1 (?) too"), msg
+    assert "gave up" not in msg, msg
     lst0.close()
 
 

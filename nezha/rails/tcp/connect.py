@@ -16,7 +16,7 @@ from nezha.errors import AuthenticationError, NezhaTimeout, PeerError
 
 PROBE_AFTER = 0.2   # s of waiting before the first probe of a missing peer's listener
 PROBE_EVERY = 2.0   # at most this far apart after that (the first gaps double)
-GONE_GRACE = 0.1    # s to let the other probes answer before naming the gone peers
+GONE_GRACE = 0.1    # s to let probes answer, or the rank an aborted peer left over close too
 
 
 class _Conn:
@@ -67,8 +67,9 @@ def establish(rank, secret, listeners, targets, expected, timeout, names=None,
     listener is probed (a connect, closed at once: PROBE_AFTER, then further apart): refused
     means the peer is gone, a PeerError naming it instead of a timeout. The peer's side
     drops the probe without a word (an incoming connection closed before its first byte).
-    gone: optional callable(peer) -> reason or None, asked while a peer's keys are missing
-    (the communicator's: every control connection to the peer closed).
+    gone: optional callable(peer) -> (reason, aborted) or None, asked while a peer's keys are
+    missing (the communicator's: every control connection to the peer closed; aborted: it
+    sent an abort first, so another gone peer, if any, is named first).
     Both only raise PeerError; no connection is accepted on their account.
     """
     names = names or {}
@@ -80,6 +81,7 @@ def establish(rank, secret, listeners, targets, expected, timeout, names=None,
     rejected = []
     heard = set()       # peers whose hello arrived here (hint: they were alive and trying)
     found = {}          # peer -> why it is gone
+    aborted = set()     # gone peers that sent an abort first: they left on account of another
     found_at = None
     probing = {}        # peer -> _Probe in flight
     probe_at, probe_gap = start + PROBE_AFTER, PROBE_AFTER
@@ -96,7 +98,9 @@ def establish(rank, secret, listeners, targets, expected, timeout, names=None,
                 for p in sorted(missing - set(found)) if gone is not None else ():
                     why = gone(p)
                     if why:
-                        found[p] = why
+                        found[p] = why[0]
+                        if why[1]:
+                            aborted.add(p)
                         found_at = found_at or now
                 if probes and now >= probe_at:
                     for p in sorted(missing & set(probes) - set(found) - set(probing)):
@@ -108,8 +112,10 @@ def establish(rank, secret, listeners, targets, expected, timeout, names=None,
                             found_at = found_at or now
                     probe_gap = min(probe_gap * 2, PROBE_EVERY)
                     probe_at = now + probe_gap
-                if found and (not probing or now - found_at >= GONE_GRACE):
-                    raise _gone_error(rank, found, heard, names)
+                # a grace for probes in flight, or for the rank an aborted one left over
+                waits = probing or not set(found) - aborted
+                if found and (not waits or now - found_at >= GONE_GRACE):
+                    raise _gone_error(rank, found, heard, names, aborted)
             left = deadline - now
             if left <= 0:
                 missing = [k for k in list(targets) + list(expected) if k not in done]
@@ -236,17 +242,18 @@ def _probe_result(sel, p):
     return _refused(p) if err == errno.ECONNREFUSED else None
 
 
-def _gone_error(rank, found, heard, names):
-    """PeerError naming the gone peers: those never heard here first (a peer that was
-    connecting here, then went, most likely gave up on account of the first)."""
-    order = sorted(found, key=lambda p: (p in heard, p))
+def _gone_error(rank, found, heard, names, aborted=()):
+    """PeerError naming the gone peers: those that neither aborted nor were heard here first
+    (a peer that aborted, or was connecting here and then went, most likely gave up on
+    account of the first)."""
+    order = sorted(found, key=lambda p: (p in aborted, p in heard, p))
     first = order[0]
     text = (f"nezha: rank {rank}: rank {first} ({names.get(first, '?')}) {found[first]}: "
             "that process exited or died")
     for p in order[1:]:
         text += (f"; rank {p} ({names.get(p, '?')}) too: {found[p]}"
                  + (" (it had been connecting here: most likely it gave up on account of "
-                    f"rank {first})" if p in heard else ""))
+                    f"rank {first})" if p in heard and p not in aborted else ""))
     return PeerError(text, peer=first)
 
 
