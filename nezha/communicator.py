@@ -188,6 +188,7 @@ class Communicator(Executor, Diagnose):
                 "alive": {self._mesh.chan_name(c): a for c, a in enumerate(self.planner.alive)},
                 "failover": self._failover, "events": list(self._events),
                 "fast_path_calls": self._fast.hits, "votes": self._st.votes,
+                "vote_resends": self._engine.vote_counts()[0],
                 "last_channels": [{"channel": self._mesh.chan_name(c), "ns": t, "bytes": b}
                                   for c, (t, b) in enumerate(times)]}
 

@@ -225,3 +225,42 @@ def test_second_close_waits_for_the_first():
     (res, first_alive), _ = pair(body, config=SLOW)
     assert not first_alive
     assert all(r is None and s < 5 for r, s in res), res
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("stalled", ["first", "every-but-one"])
+def test_vote_copy_lost_is_sent_again_on_a_poke(tmp_path, stalled):
+    """A vote's STATUS goes once per peer, on the first live rail (nz_vote). Rank 1's
+    control endpoint towards rank 0 on rail 0 drops what it sends (a one-way stall shorter
+    than the rail timeout): rank 1 has rank 0's copy and leaves the vote, rank 0 has not
+    got rank 1's. Rank 0 must poke rank 1 and get its copy again over rail 1, answered by
+    rank 1's health thread while rank 1 waits elsewhere. Without the resend and poke rank 0
+    waits out the vote's deadline (NezhaTimeout); with copies on every rail (the old way)
+    no resend is counted."""
+    from nezha._core import engine as _eng
+    from nezha.transports import fault
+    path = str(tmp_path / "faults")
+    table = fault.FaultTable.create(path)
+    config = dict(CONFIG, FAULTS=path, RAIL_TIMEOUT="5")
+    if stalled == "every-but-one":
+        config["LOOP_RAILS"] = "3"
+
+    def body(comm, sync):
+        fo = comm._fo
+        fo._vote(None, comm._st.ncoll, 0, 0)       # both connected and voting
+        sync.wait()
+        if comm.rank == 1:
+            nrails = len(comm._mesh.rails)
+            for r in range(nrails - 1):            # only the last rail carries rank 1's copy
+                table.set(1, 0, fault.CTRL + r, _eng.FAULT_STALL_TX)
+        sync.wait()
+        table_seen, _ = fo._vote(None, comm._st.ncoll, 0, 0)
+        sync.wait()                                # rank 1 waits here while rank 0 votes on
+        table.heal()
+        sync.wait()
+        return table_seen, comm._engine.vote_counts()
+
+    (t0, c0), (t1, c1) = pair(body, config=config)
+    assert t0 == t1                                # every rank decides from the same table
+    assert c0[0] >= 1, c0                          # rank 0 sent again and poked
+    assert c1[1] >= 1, c1                          # rank 1 answered

@@ -81,6 +81,11 @@ typedef struct {
 } nz_op_t;
 
 #define NZ_PEER_LOST_NS 1000000000LL  /* silent on every rail this long: unreachable */
+/* a vote's STATUS goes once, on one rail; missing from a peer after this, it goes again on
+ * every rail, with a poke for the peer's (doubling up to the max): the extra wait of a vote
+ * whose copy a just-failed rail ate, far below NEZHA_RAIL_TIMEOUT's detection */
+#define NZ_VOTE_RESEND_NS 2000000LL
+#define NZ_VOTE_RESEND_MAX_NS 16000000LL
 #define NZ_EP_MAXFDS 2  /* pollfds one endpoint may ask the engine to sleep on */
 
 typedef struct {
@@ -686,10 +691,36 @@ static inline uint64_t nz_heard_rails(nz_engine_t *e, int32_t nrails, int32_t ra
  * which rails it hears well (heard); then waits for everyone's. Results per rank in
  * colls/masks/flags (size entries; this rank's own included) and the intersection of
  * heard. Every rank gets the same table, so every rank decides the same. */
+static inline int nz_vote_wait(nz_engine_t *e, int32_t rank, uint32_t seq, int64_t coll,
+                               uint64_t mask, uint16_t flags, uint64_t heard,
+                               uint64_t live_rails, int32_t nrails, int64_t deadline_ns,
+                               int64_t *colls, uint64_t *masks, uint16_t *oflags,
+                               uint64_t *iheard);
+
 static inline int nz_vote(nz_engine_t *e, int32_t rank, uint32_t seq, int64_t coll,
                           uint64_t mask, uint16_t flags, uint64_t heard, uint64_t live_rails,
                           int32_t nrails, int64_t deadline_ns, int64_t *colls,
                           uint64_t *masks, uint16_t *oflags, uint64_t *iheard) {
+    /* while here, this vote's frames need not wake the guard (nz_health_read_locked) and
+     * the health thread parks (nz_health_main): this thread reads the control endpoints */
+    nz_health_t *h = e->health;
+    __atomic_store_n(&h->voting_seq, (int64_t)seq, __ATOMIC_SEQ_CST);
+    int rc = nz_vote_wait(e, rank, seq, coll, mask, flags, heard, live_rails, nrails,
+                          deadline_ns, colls, masks, oflags, iheard);
+    __atomic_store_n(&h->voting_seq, (int64_t)-1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&h->parked, __ATOMIC_SEQ_CST)) {
+        uint64_t one = 1;
+        ssize_t w = write(h->hwake, &one, sizeof(one));
+        (void)w;
+    }
+    return rc;
+}
+
+static inline int nz_vote_wait(nz_engine_t *e, int32_t rank, uint32_t seq, int64_t coll,
+                               uint64_t mask, uint16_t flags, uint64_t heard,
+                               uint64_t live_rails, int32_t nrails, int64_t deadline_ns,
+                               int64_t *colls, uint64_t *masks, uint16_t *oflags,
+                               uint64_t *iheard) {
     nz_health_t *h = e->health;
     e->err = NZ_OK;
     e->err_ep = -1;
@@ -702,16 +733,25 @@ static inline int nz_vote(nz_engine_t *e, int32_t rank, uint32_t seq, int64_t co
     f.heard = heard;
     f.coll = coll;
     f.kind = flags;
-    /* over the live rails first, then over the dead ones too: the last live rail may be
-     * the one just cut while a given-up one works again (a peer takes the first copy) */
-    for (int pass = 0; pass < 2; pass++)
-        for (int32_t p = 0; p < h->size; p++) {
-            if (p == rank) continue;
-            for (int32_t r = 0; r < nrails; r++)
-                if (!(live_rails >> r & 1) == pass) nz_health_send(h, r * h->size + p, &f, NULL);
-        }
+    /* one copy per peer, on the first live rail: every copy more is kernel work on every
+     * rank (a vote cost ~2x with one per rail); a copy lost on a rail that just died is
+     * made up for by the resend below */
+    int32_t first = -1;
+    for (int32_t r = 0; r < nrails && r < 64 && first < 0; r++)
+        if (live_rails >> r & 1) first = r;
+    int32_t par = (int32_t)(seq & 1);
+    h->own[par] = f;
+    __atomic_store_n(&h->own_seq[par], (int64_t)seq, __ATOMIC_RELEASE);
+    for (int32_t p = 0; p < h->size; p++) {
+        if (p == rank) continue;
+        if (first >= 0) nz_health_send(h, first * h->size + p, &f, NULL);
+        else nz_health_send_all(h, p, &f, live_rails);
+    }
     *iheard = heard;
     int64_t spin_from = 0;
+    /* a peer not heard from within NZ_VOTE_RESEND_NS: send ours again on every rail and
+     * poke it for its own (it may have left this vote already, its copy lost), backing off */
+    int64_t resend_gap = NZ_VOTE_RESEND_NS, resend_at = nz_now_ns() + resend_gap;
     for (;;) {
         int missing = 0;
         for (int32_t p = 0; p < h->size; p++) {
@@ -738,6 +778,18 @@ static inline int nz_vote(nz_engine_t *e, int32_t rank, uint32_t seq, int64_t co
         if (!missing) break;
         if (__atomic_load_n(&h->ilen, __ATOMIC_ACQUIRE) > 0) return nz_fail(e, NZ_ERR_CTRL, -1, -1, 0);
         int64_t now = nz_now_ns();
+        if (now >= resend_at) {
+            nz_frame_t poke = f;
+            poke.type = NZ_FRAME_POKE;
+            for (int32_t p = 0; p < h->size; p++)
+                if (p != rank && __atomic_load_n(&h->status_seq[p * 2 + par], __ATOMIC_ACQUIRE) != (int64_t)seq) {
+                    nz_health_send_all(h, p, &f, live_rails);
+                    nz_health_send_all(h, p, &poke, live_rails);
+                    __atomic_fetch_add(&h->vote_resends, 1, __ATOMIC_RELAXED);
+                }
+            resend_gap = resend_gap * 2 < NZ_VOTE_RESEND_MAX_NS ? resend_gap * 2 : NZ_VOTE_RESEND_MAX_NS;
+            resend_at = now + resend_gap;
+        }
         if (now >= deadline_ns) {
             for (int32_t p = 0; p < h->size; p++)
                 if (p != rank && h->status_seq[p * 2 + (seq & 1)] != (int64_t)seq) { e->err_ep = p; break; }
@@ -757,7 +809,7 @@ static inline int nz_vote(nz_engine_t *e, int32_t rank, uint32_t seq, int64_t co
         if (ready) continue;
         if (!spin_from) spin_from = now;
         int spinning = now - spin_from < e->spin_ns;
-        int64_t ms = (deadline_ns - now) / 1000000 + 1;
+        int64_t ms = ((resend_at < deadline_ns ? resend_at : deadline_ns) - now) / 1000000 + 1;
         int r = poll(pf, (nfds_t)np, spinning ? 0 : (ms > 10 ? 10 : (int)ms));
         for (int k = 1; r > 0 && k < np; k++)
             if (pf[k].revents) nz_health_read(h, pc[k], nz_now_ns());

@@ -26,7 +26,8 @@
 
 #define NZ_CTRL_MAGIC 0x43485A4Eu /* "NZHC" */
 
-enum { NZ_FRAME_HEARTBEAT = 1, NZ_FRAME_ABORT = 2, NZ_FRAME_STATUS = 3 };
+/* POKE (seq): "your STATUS for vote seq has not reached me": answered from own[] */
+enum { NZ_FRAME_HEARTBEAT = 1, NZ_FRAME_ABORT = 2, NZ_FRAME_STATUS = 3, NZ_FRAME_POKE = 4 };
 
 typedef struct {
     uint32_t magic;
@@ -68,6 +69,15 @@ typedef struct {
     pthread_mutex_t slock;     /* one nz_health_stop at a time (see there) */
     int evfd;
     int gfd;                   /* eventfd: a vote frame arrived (wakes an idle rank's guard) */
+    int64_t voting_seq;        /* the vote this rank's caller waits in, or -1 (nz_vote) */
+    int parked;                /* the health thread keeps off the control endpoints (a vote) */
+    int hwake;                 /* eventfd: the vote ended, a parked health thread goes on */
+    /* this rank's own STATUS by vote parity, for answering a POKE: own_seq is set after
+     * own[] is written and read before and after it is copied (a later vote reuses it) */
+    nz_frame_t own[2];
+    int64_t own_seq[2];
+    uint64_t vote_resends;     /* STATUS sent again on every rail, with a poke (nz_vote) */
+    uint64_t pokes_answered;
     /* vote: latest STATUS per peer and vote parity (2 * size slots) */
     volatile int64_t *status_seq;
     volatile uint64_t *status_mask;
@@ -129,6 +139,27 @@ static inline int nz_health_send(nz_health_t *h, int32_t i, const nz_frame_t *f,
     }
     pthread_mutex_unlock(&h->wlock[i]);
     return off == len ? 0 : -1;
+}
+
+/* frame f to rank p on every rail (control endpoint r * size + p), the rails in live
+ * first: the last live rail may be the one just cut while a given-up one works again */
+static inline void nz_health_send_all(nz_health_t *h, int32_t p, const nz_frame_t *f,
+                                      uint64_t live) {
+    int32_t nrails = h->n / h->size;
+    for (int pass = 0; pass < 2; pass++)
+        for (int32_t r = 0; r < nrails; r++)
+            if (((r < 64 && (live >> r & 1)) ? 0 : 1) == pass) nz_health_send(h, r * h->size + p, f, NULL);
+}
+
+/* Peer p asked again for this rank's STATUS of vote seq (it did not arrive): resend it on
+ * every rail, if this rank has voted so (else it sends it when it gets there). */
+static inline void nz_health_answer_poke(nz_health_t *h, int32_t p, uint32_t seq) {
+    int32_t par = (int32_t)(seq & 1);
+    if (__atomic_load_n(&h->own_seq[par], __ATOMIC_ACQUIRE) != (int64_t)seq) return;
+    nz_frame_t f = h->own[par];
+    if (__atomic_load_n(&h->own_seq[par], __ATOMIC_ACQUIRE) != (int64_t)seq) return;
+    nz_health_send_all(h, p, &f, ~0ULL);
+    __atomic_fetch_add(&h->pokes_answered, 1, __ATOMIC_RELAXED);
 }
 
 static inline void nz_health_post(nz_health_t *h, int32_t i, const nz_frame_t *f,
@@ -195,9 +226,14 @@ static inline void nz_health_read_locked(nz_health_t *h, int32_t i, int64_t now)
                     __atomic_store_n(&h->status_seq[slot], (int64_t)f.seq, __ATOMIC_RELEASE);
                     uint64_t one = 1;
                     ssize_t w = write(h->evfd, &one, sizeof(one));
-                    w = write(h->gfd, &one, sizeof(one));
+                    /* not for the vote this rank is in: its caller is there, not idle, and
+                     * each wake of the (Python) guard cost every rank CPU in the vote */
+                    if ((int64_t)f.seq != __atomic_load_n(&h->voting_seq, __ATOMIC_ACQUIRE))
+                        w = write(h->gfd, &one, sizeof(one));
                     (void)w;
                 }
+            } else if (f.type == NZ_FRAME_POKE) {
+                nz_health_answer_poke(h, i % h->size, f.seq);
             } else if (f.type != NZ_FRAME_HEARTBEAT) {
                 nz_health_post(h, i, &f, rb + off + sizeof(nz_frame_t));
             }
@@ -264,13 +300,29 @@ static void *nz_health_main(void *arg) {
                 if (nz_ctrl_open(h, i)) nz_health_send(h, i, &beat, NULL);
             next_beat = now + h->interval_ns;
         }
+        int wait_ms = (int)((next_beat - now) / 1000000);
+        if (wait_ms < 1) wait_ms = 1;
+        /* A vote reads every control endpoint itself: reading them here too woke this
+         * thread for every frame on every rank (a vote cost ~2x). Park until it ends (the
+         * store/load order pairs with nz_vote's, so a wake-up is never missed). */
+        if (__atomic_load_n(&h->voting_seq, __ATOMIC_SEQ_CST) != -1) {
+            __atomic_store_n(&h->parked, 1, __ATOMIC_SEQ_CST);
+            if (__atomic_load_n(&h->voting_seq, __ATOMIC_SEQ_CST) != -1) {
+                struct pollfd p = {h->hwake, POLLIN, 0};
+                if (poll(&p, 1, wait_ms) > 0) {
+                    uint64_t cnt;
+                    ssize_t k = read(h->hwake, &cnt, sizeof(cnt));
+                    (void)k;
+                }
+            }
+            __atomic_store_n(&h->parked, 0, __ATOMIC_SEQ_CST);
+            continue;
+        }
         int32_t nfd = 0;
         __atomic_store_n(&h->busy, 1, __ATOMIC_RELEASE);
         for (int32_t i = 0; i < h->n; i++)
             if (nz_health_watch(h, i, pf, map, i, &nfd, max)) nz_health_read(h, i, now);
         __atomic_store_n(&h->busy, 0, __ATOMIC_RELEASE);
-        int wait_ms = (int)((next_beat - now) / 1000000);
-        if (wait_ms < 1) wait_ms = 1;
         int r = poll(pf, (nfds_t)nfd, wait_ms);
         if (r <= 0) continue;
         /* until every endpoint is read, last_heard mixes old and new times (nz_rail_silent) */

@@ -385,7 +385,10 @@ cdef class Engine:
         self.h.interval_ns = <int64_t>(heartbeat * 1e9)
         self.h.evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)
         self.h.gfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)
-        if self.h.evfd < 0 or self.h.gfd < 0:
+        self.h.voting_seq = -1
+        self.h.hwake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)
+        self.h.own_seq[0] = self.h.own_seq[1] = -1
+        if self.h.evfd < 0 or self.h.gfd < 0 or self.h.hwake < 0:
             raise OSError("eventfd failed")
         self.e.health = &self.h
         self.e.data_heard = <int64_t *>calloc(n, sizeof(int64_t))
@@ -409,6 +412,8 @@ cdef class Engine:
                 close(self.h.evfd)
             if self.h.gfd >= 0:
                 close(self.h.gfd)
+            if self.h.hwake >= 0:
+                close(self.h.hwake)
         free(self.h.ctrl); free(self.h.last_heard); free(self.h.since); free(self.h.closed)
         free(self.h.wlock); free(self.h.rlock); free(<void *>self.h.status_seq); free(<void *>self.h.status_mask)
         free(<void *>self.h.status_heard); free(<void *>self.h.status_coll)
@@ -534,6 +539,13 @@ cdef class Engine:
         with nogil:
             r = nz_health_wait_vote(&self.h, ms)
         return bool(r)
+
+    def vote_counts(self):
+        """(STATUS copies sent again with a poke, pokes answered) since start: a vote whose
+        single copy a failing rail ate, and the peers' asking for ours (nz_vote)."""
+        if not self.has_health:
+            return (0, 0)
+        return (self.h.vote_resends, self.h.pokes_answered)
 
     def peer_vote(self, int64_t seq):
         """Lowest collective index among the peers that have started vote seq, or None."""

@@ -108,6 +108,11 @@ cdef extern from "nezha/nezha_health.h" nogil:
         int64_t interval_ns
         int evfd
         int gfd
+        int64_t voting_seq
+        int hwake
+        int64_t own_seq[2]
+        uint64_t vote_resends
+        uint64_t pokes_answered
         int64_t *status_seq
         uint64_t *status_mask
         uint64_t *status_heard
