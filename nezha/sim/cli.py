@@ -181,7 +181,8 @@ def cmd_lab(a):
         pl = N.make_planner(n, host_of, len(rails), [r * 1e9 / 8 for r in rates], 1,
                             {"ALGO": "ring"})  # the lab ran ring from 64 KiB
         alpha_r = [C.alpha_of(cal, rates_bps[i] / 8) for i in rails]
-        rep = BL.replays(doc, system, rails, alpha_r, size(a.min_size)) if a.replay else None
+        rep = BL.replays(doc, system, rails, alpha_r, size(a.min_size), probe=a.probe_seed,
+                         refill=a.refill) if a.replay else None
         for nb, t in meas:
             wl, plan = N.workload("allreduce", nb, pl)
             r = NW.simulate(wl, fab, host_of, "rail", 1, alpha, tol=1e-4)
@@ -346,9 +347,15 @@ def parser():
     lb.add_argument("--calibration", nargs="*")
     lb.add_argument("--cpu", action="store_true", help="include the calibrated CPU cost")
     lb.add_argument("--min-size", default="64K")
-    lb.add_argument("--replay", action="store_true",
-                    help="also replay every run's calls with the planner learning, without "
-                         "and with the lab's token buckets (sim/benchloop.py)")
+    lb.add_argument("--replay", action="store_true", default=True,
+                    help="replay every run's calls with the planner learning, without and "
+                         "with the lab's token buckets (sim/benchloop.py; the default)")
+    lb.add_argument("--no-replay", dest="replay", action="store_false",
+                    help="only the converged split (no replay)")
+    lb.add_argument("--no-probe-seed", dest="probe_seed", action="store_false",
+                    help="replay: ignore the run's start-up rate probe (start from equal)")
+    lb.add_argument("--no-refill", dest="refill", action="store_false",
+                    help="replay: buckets refill only in the barrier gaps, not between sizes")
     lb.add_argument("--csv")
     lb.add_argument("--json")
     fo = sub.add_parser("failover", help="a rail cut during an allreduce: the failover's "
