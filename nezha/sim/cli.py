@@ -223,7 +223,7 @@ def cmd_failover(a):
     rates = [float(x) for x in a.rate.split(",")]
     kw = dict(timeout=a.timeout, vote=a.vote, detect=a.detect)
     if a.file and a.phases:
-        rows = FO.phases(a.file, rates, a.hosts, **kw)
+        rows = FO.phases(a.file, rates, a.hosts, stamp_delay=a.stamp_delay, **kw)
         print(f"# {a.file}: each cut's phases, lab (rank 0's events) vs model; ms from the hit "
               "collective's start")
         table(rows, [("nbytes", "{}"), ("mode", "{}"), ("at_ms", "{:.1f}"), ("why", "{:.12}"),
@@ -234,7 +234,8 @@ def cmd_failover(a):
         return 0
     if a.file:
         align = None if a.no_align else a.align
-        rows, summ = FO.compare(a.file, rates, a.hosts, align=align, **kw)
+        rows, summ = FO.compare(a.file, rates, a.hosts, align=align,
+                                stamp_delay=a.stamp_delay, **kw)
         print(f"# {a.file}: {a.hosts} hosts, rails {a.rate} Gb/s; timeout {a.timeout * 1e3:g} ms, "
               f"vote {a.vote * 1e3:g} ms, cut times {align or 'raw'}")
         if a.cuts:
@@ -378,6 +379,9 @@ def parser():
                     help="place the lab's cuts after the bench's start cost (start) or by "
                          "share of the two-rail work (share)")
     fo.add_argument("--cuts", action="store_true", help="print every cut")
+    fo.add_argument("--stamp-delay", type=float, default=0.0,
+                    help="s from a cut's stamp to the cut, for files stamped before lab.fail "
+                         "(no fail_called); newer files stamp it after")
     fo.add_argument("--phases", action="store_true",
                     help="every cut's detection and re-run, lab (its events) vs model")
     fo.add_argument("--csv")
