@@ -182,7 +182,7 @@ def main():
                 while not os.path.exists(warm) and th.is_alive() and time.time() < t_wait:
                     time.sleep(0.05)
                 time.sleep(1.0)
-                failures = []
+                failures, called = [], []
                 # long enough cuts for a few collectives to run on one rail alone (the
                 # reference for "extra"), and long enough gaps to get both rails back
                 one_rail_s = size * 1.5 / (parse_rate(args.rate) / 8)
@@ -202,8 +202,12 @@ def main():
                     # cut the rail small messages ride on, or alternate for large ones
                     host, rail = 1 + k % 3, ride if (size < (1 << 20)) else k % 2
                     rail = 1 if args.ina else rail
-                    tf = time.time()
+                    # the cut is in force once the nft / ip command has run: stamp it when
+                    # lab.fail returns (spawning it on 2 loaded cores takes milliseconds);
+                    # when it was called is kept apart, failures stay (cut, heal) pairs
+                    called.append(time.time())
                     lab.fail(host, rail, mode)
+                    tf = time.time()
                     time.sleep(down_s)
                     lab.heal(host, rail)
                     failures.append((tf, time.time()))
@@ -223,7 +227,7 @@ def main():
                               4 * args.ranks_per_host, 4)
                 row["mode"] = mode
                 row["events"] = data["events"]
-                row["raw"] = dict(rows=data["rows"], failures=failures)
+                row["raw"] = dict(rows=data["rows"], failures=failures, fail_called=called)
                 results.append(row)
                 print(json.dumps({k: v for k, v in row.items() if k not in ("events", "raw")}),
                       flush=True)

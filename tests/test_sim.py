@@ -355,6 +355,35 @@ def test_failover_reads_the_bench_cuts():
     assert host in (1, 2, 3) and rail in (0, 1) and 0.02 < extra < 0.2
 
 
+def test_failover_cut_stamps_old_and_new():
+    from nezha.sim import failover as FO
+    # old files: (stamp before lab.fail, heal); the cut is taken stamp_delay later
+    old = {"raw": {"failures": [[10.0, 13.0], [20.0, 23.0]]}}
+    assert FO.stamps(old) == [(10.0, 10.0), (20.0, 20.0)]
+    assert FO.stamps(old, 0.004) == [(10.004, 10.0), (20.004, 20.0)]
+    # new files: the pairs stay (cut, heal), the cut stamped after lab.fail; the call apart
+    new = {"raw": {"failures": [[10.007, 13.0]], "fail_called": [10.0]}}
+    assert FO.stamps(new, 0.004) == [(10.007, 10.0)]
+
+
+def test_failover_stamp_delay_moves_the_bench_extra_by_itself(tmp_path):
+    # a later cut leaves less work for the one-rail rate (twice as slow): the bench's
+    # ideal drops by the delay, so its extra grows by it
+    import gzip
+    import json
+    from nezha.sim import failover as FO
+    rows = [[0.0, 1.0, 3]] * 3 + [[1.0, 3.0, 1]] * 3 + [[3.0, 4.6, 1]]   # 1 s two, 2 s one rail
+    doc = [{"size": 64 << 20, "mode": "down", "raw": {"rows": rows, "failures": [[3.5, 9.0]]}}]
+    path = tmp_path / "fo.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump(doc, f)
+    (at, host, rail, ex), = FO.bench_cuts(path)[(64 << 20, "down")]["cuts"]
+    (at2, _, _, ex2), = FO.bench_cuts(path, 0.01)[(64 << 20, "down")]["cuts"]
+    assert (at, host, rail) == (0.5, 1, 0) and at2 == pytest.approx(0.51)
+    assert ex == pytest.approx(1.6 - (0.5 + 0.5 * 2.0))
+    assert ex2 - ex == pytest.approx(0.01)
+
+
 def test_failover_errors_name_the_parameter():
     from nezha.sim import failover as FO
     with pytest.raises(F.FabricError, match="rails"):

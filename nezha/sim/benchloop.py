@@ -12,7 +12,10 @@ same calls in the same order, from the smallest size the run has at 64 KiB and u
 - the links' token buckets (bucket.py) carried from call to call, refilled during the
   gaps: a barrier between calls, and a model sync when one is due. A gap lasts `gap`
   seconds: the lab's own latency for a small collective (the same fast path and wire as
-  the barrier), read from the file by small_latency().
+  the barrier), read from the file by small_latency(). Between two sizes every bucket
+  fills (the comment at PROBE_CALLS says why);
+- the start-up rate probe's prior, when the run had one (seed_probe): the rates it agreed
+  on, from the run's comm.stats(), seed the cost model as rateprobe.probe() did.
 """
 import numpy as np
 
@@ -24,6 +27,15 @@ from nezha.sim import network as NW
 from nezha.sim import nezha_sched as N
 
 PROBE_CALLS = 2  # bench/_common.PROBE_CALLS
+# Between two sizes the bench (bench/_common.run_benchmark) gathers the size's statistics
+# (summarize: an MPI Allreduce of the samples and three small ones), prints the row, makes the
+# next size's buffers and plans it (barrier, an MPI MAX), and nezha builds the new size's
+# schedule: milliseconds of Python on 4 ranks sharing 2 cores, against the 1.75 ms a
+# 400 Mbit/s bucket (87 632 B) needs to fill. The replay takes every bucket as full when a
+# size starts. It matters at the first size striped over equal rails (128 KiB): a rail the
+# previous size did not use holds a full bucket, and if the other one does not, its first
+# syncs make the idle rail look several times faster and the split leaves the other rail
+# for good (128 KiB pieces below MIN_RAIL_PIECE are never re-measured).
 
 
 def small_latency(rows, upto=1024):
@@ -65,11 +77,13 @@ def feed(pl, plan, nbytes, chan_t, esize=4):
     return True
 
 
-def replay(pl, fab, host_of, schedule, alpha, buckets, gap, budget=None):
+def replay(pl, fab, host_of, schedule, alpha, buckets, gap, budget=None, refill=True):
     """Run schedule [(nbytes, untimed calls, timed calls)] in order; returns rows
     {nbytes, predicted_s (the bench's mean), first_s, last_s, calls, plans}.
     budget: the bench's --time-budget; a first probe call slower than it skips the
-    second (compare._plan_early_stop)."""
+    second (compare._plan_early_stop). refill: every bucket is full again when a size
+    starts (the bench's work between two sizes, the comment at PROBE_CALLS); False: only
+    the barrier gaps refill them."""
     rows = []
 
     def one(nb):
@@ -78,7 +92,9 @@ def replay(pl, fab, host_of, schedule, alpha, buckets, gap, budget=None):
         buckets.idle(gap * (2 if synced else 1))  # the barrier after it (and the sync)
         return plan, float(t_rank.mean())
 
-    for nb, untimed, timed in schedule:
+    for k, (nb, untimed, timed) in enumerate(schedule):
+        if k and refill:
+            buckets.fill()
         plans, times, i = [], [], 0
         while i < untimed:
             plan, t = one(nb)
@@ -105,10 +121,12 @@ def schedule_of(run_doc, min_size=64 << 10):
             for r in run_doc["results"] if r["nbytes"] >= min_size]
 
 
-def replays(doc, system, rails, alpha, min_size=64 << 10):
+def replays(doc, system, rails, alpha, min_size=64 << 10, probe=True, refill=True):
     """Every run of `system` in a compare document, replayed: {False: [...], True: [...]},
     one {nbytes: predicted s} per run, on flat links (False) or with the lab's tbf buckets
-    (True). Links run at tbf's goodput ceiling: it counts whole frames."""
+    (True). Links run at tbf's goodput ceiling: it counts whole frames. probe: seed the
+    planner with the run's start-up rate probe, when it ran one (seed_probe); refill: see
+    replay()."""
     lab = doc.get("lab") or {}
     n, rates_bps = int(lab["hosts"]), lab["rates_bps"]
     good = shaping.goodput_ceiling(lab.get("mtu") or shaping.DEFAULT_MTU)
@@ -126,13 +144,40 @@ def replays(doc, system, rails, alpha, min_size=64 << 10):
             if not tbf:
                 bk.burst[bk.shaped] = 0.0
                 bk.tokens[:] = 0.0
-            # what the lab ran: ring from 64 KiB, no prior (equal), 1 MiB failover pieces
+            # what the lab ran: ring from 64 KiB, 1 MiB failover pieces, the prior the
+            # probe found (equal without one)
             pl = N.make_planner(n, host_of, len(rails), None, 1, {"ALGO": "ring"})
             pl.piece_bytes = 1 << 20
+            if probe:
+                seed_probe(pl, run["doc"], rails)
             rows = replay(pl, fab, host_of, schedule_of(run["doc"], min_size), alpha, bk, gap,
-                          budget)
+                          budget, refill)
             out[tbf].append({r["nbytes"]: r["predicted_s"] for r in rows})
     return out
+
+
+def probe_mbps(run_doc, rails):
+    """The start-up rate probe's agreed Mbit/s per rail of one bench run (rank 0's
+    comm.stats()["probe"], the same on every rank), or None if it did not probe."""
+    p = ((run_doc.get("stats") or {}).get("probe") or {})
+    mbps = p.get("mbps") or {}
+    if not p.get("probed") or len(rails) < 2 or any(f"rail{i}" not in mbps for i in rails):
+        return None
+    return [float(mbps[f"rail{i}"]) for i in rails]
+
+
+def seed_probe(pl, run_doc, rails):
+    """Seed the planner as rateprobe.probe() seeded the lab's: the probe's agreed rates
+    become the cost model's nominal prior (cold buckets split by them until the channels'
+    overall rates are measured) and the rail speeds. Taken from the run's stats, not
+    simulated: they are what that run's planner started from. Returns them, or None."""
+    mbps = probe_mbps(run_doc, rails)
+    if mbps is None:
+        return None
+    pl.model.nominal = list(mbps)
+    pl.model.version += 1
+    pl.set_rail_rates(mbps)
+    return mbps
 
 
 def slowest(doc, system, nbytes):

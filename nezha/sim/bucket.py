@@ -55,6 +55,10 @@ class Buckets:
         t = self.tokens + (self.rate - use) * dt
         self.tokens = np.where(self.shaped, np.clip(t, 0.0, self.burst), 0.0)
 
+    def fill(self):
+        """Every bucket full (after an idle gap longer than burst / rate)."""
+        self.tokens = np.where(self.shaped, self.burst, 0.0)
+
     def idle(self, dt):
         """dt seconds with nothing sent (between two collectives)."""
         self.advance(np.zeros_like(self.rate), dt)

@@ -181,7 +181,8 @@ def cmd_lab(a):
         pl = N.make_planner(n, host_of, len(rails), [r * 1e9 / 8 for r in rates], 1,
                             {"ALGO": "ring"})  # the lab ran ring from 64 KiB
         alpha_r = [C.alpha_of(cal, rates_bps[i] / 8) for i in rails]
-        rep = BL.replays(doc, system, rails, alpha_r, size(a.min_size)) if a.replay else None
+        rep = BL.replays(doc, system, rails, alpha_r, size(a.min_size), probe=a.probe_seed,
+                         refill=a.refill) if a.replay else None
         for nb, t in meas:
             wl, plan = N.workload("allreduce", nb, pl)
             r = NW.simulate(wl, fab, host_of, "rail", 1, alpha, tol=1e-4)
@@ -222,7 +223,7 @@ def cmd_failover(a):
     rates = [float(x) for x in a.rate.split(",")]
     kw = dict(timeout=a.timeout, vote=a.vote, detect=a.detect)
     if a.file and a.phases:
-        rows = FO.phases(a.file, rates, a.hosts, **kw)
+        rows = FO.phases(a.file, rates, a.hosts, stamp_delay=a.stamp_delay, **kw)
         print(f"# {a.file}: each cut's phases, lab (rank 0's events) vs model; ms from the hit "
               "collective's start")
         table(rows, [("nbytes", "{}"), ("mode", "{}"), ("at_ms", "{:.1f}"), ("why", "{:.12}"),
@@ -233,7 +234,8 @@ def cmd_failover(a):
         return 0
     if a.file:
         align = None if a.no_align else a.align
-        rows, summ = FO.compare(a.file, rates, a.hosts, align=align, **kw)
+        rows, summ = FO.compare(a.file, rates, a.hosts, align=align,
+                                stamp_delay=a.stamp_delay, **kw)
         print(f"# {a.file}: {a.hosts} hosts, rails {a.rate} Gb/s; timeout {a.timeout * 1e3:g} ms, "
               f"vote {a.vote * 1e3:g} ms, cut times {align or 'raw'}")
         if a.cuts:
@@ -346,9 +348,15 @@ def parser():
     lb.add_argument("--calibration", nargs="*")
     lb.add_argument("--cpu", action="store_true", help="include the calibrated CPU cost")
     lb.add_argument("--min-size", default="64K")
-    lb.add_argument("--replay", action="store_true",
-                    help="also replay every run's calls with the planner learning, without "
-                         "and with the lab's token buckets (sim/benchloop.py)")
+    lb.add_argument("--replay", action="store_true", default=True,
+                    help="replay every run's calls with the planner learning, without and "
+                         "with the lab's token buckets (sim/benchloop.py; the default)")
+    lb.add_argument("--no-replay", dest="replay", action="store_false",
+                    help="only the converged split (no replay)")
+    lb.add_argument("--no-probe-seed", dest="probe_seed", action="store_false",
+                    help="replay: ignore the run's start-up rate probe (start from equal)")
+    lb.add_argument("--no-refill", dest="refill", action="store_false",
+                    help="replay: buckets refill only in the barrier gaps, not between sizes")
     lb.add_argument("--csv")
     lb.add_argument("--json")
     fo = sub.add_parser("failover", help="a rail cut during an allreduce: the failover's "
@@ -371,6 +379,9 @@ def parser():
                     help="place the lab's cuts after the bench's start cost (start) or by "
                          "share of the two-rail work (share)")
     fo.add_argument("--cuts", action="store_true", help="print every cut")
+    fo.add_argument("--stamp-delay", type=float, default=0.0,
+                    help="s from a cut's stamp to the cut, for files stamped before lab.fail "
+                         "(no fail_called); newer files stamp it after")
     fo.add_argument("--phases", action="store_true",
                     help="every cut's detection and re-run, lab (its events) vs model")
     fo.add_argument("--csv")

@@ -119,18 +119,19 @@ def start_offset(hosts, rates_gbps, size, one_rail_lab, two_rail_lab, **kw):
     return start, max(two_rail_lab - start - p["two_rail_ms"] / 1e3, 0.0)
 
 
-def compare(path, rates_gbps=(0.4, 0.4), hosts=4, align="share", **kw):
+def compare(path, rates_gbps=(0.4, 0.4), hosts=4, align="share", stamp_delay=0.0, **kw):
     """Every cut of a bench JSON predicted: rows (one per cut) and a summary per (size,
     mode), extra on the bench's clock. align: how a cut at time t of rank 0's clock is
     placed in the model:
       "start": at t - start (start_offset: the data moves `start` after rank 0's clock
                starts); the hit collective then ends at start + the model's end;
       "share": at t * T2_sim / T2_lab, the same share of the two-rail work;
-      None:    at t."""
+      None:    at t.
+    stamp_delay: seconds from the file's cut stamps to the cut (bench_cuts)."""
     import statistics
     rows, summary = [], []
     sp = spread(path)
-    for (size, mode), v in bench_cuts(path).items():
+    for (size, mode), v in bench_cuts(path, stamp_delay).items():
         meas, pred = [], []
         start, end = (start_offset(hosts, rates_gbps, size, v["one_rail"], v["two_rail"], **kw)
                       if align == "start" else (0.0, 0.0))
@@ -166,9 +167,21 @@ def compare(path, rates_gbps=(0.4, 0.4), hosts=4, align="share", **kw):
     return rows, summary
 
 
-def bench_cuts(path):
+def stamps(row, stamp_delay=0.0):
+    """[(cut, call)] of one bench row (seconds, the bench's clock). Files with fail_called
+    stamped the cut when lab.fail returned; older ones when it was called, so their cut is
+    taken stamp_delay later (the nft / ip command's own time)."""
+    failures = row["raw"]["failures"]
+    called = row["raw"].get("fail_called")
+    if called:
+        return [(tf, tc) for (tf, _), tc in zip(failures, called)]
+    return [(tf + stamp_delay, tf) for tf, _ in failures]
+
+
+def bench_cuts(path, stamp_delay=0.0):
     """The cuts of a bench/failover.py JSON: per (size, mode), [(at seconds, host, rail,
-    measured extra seconds)] recomputed as the bench does (analyse()), from its raw rows."""
+    measured extra seconds)] recomputed as the bench does (analyse()), from its raw rows,
+    with the cut at stamps()."""
     import gzip
     import json
     import statistics
@@ -177,12 +190,12 @@ def bench_cuts(path):
         data = json.load(f)
     out = {}
     for row in data:
-        rows, failures = row["raw"]["rows"], row["raw"]["failures"]
+        rows = row["raw"]["rows"]
         dur = [t1 - t0 for t0, t1, _ in rows]
         med2 = statistics.median([d for (_, _, a), d in zip(rows, dur) if a == 3])
         med1 = statistics.median([d for (_, _, a), d in zip(rows, dur) if a != 3])
         cuts = []
-        for k, (tf, _) in enumerate(failures):
+        for k, (tf, _) in enumerate(stamps(row, stamp_delay)):
             i = next((i for i, (t0, t1, a) in enumerate(rows) if t1 > tf and a != 3), None)
             if i is None:
                 continue
@@ -196,7 +209,7 @@ def bench_cuts(path):
     return out
 
 
-def phases(path, rates_gbps=(0.4, 0.4), hosts=4, **kw):
+def phases(path, rates_gbps=(0.4, 0.4), hosts=4, stamp_delay=0.0, **kw):
     """Every cut split into the phases the bench's events show (rank 0's 'down' event:
     when the rail was declared dead, and when the re-run was done), next to the model's:
     rows of {nbytes, mode, at_ms, lab_down_ms, sim_down_ms, lab_rerun_ms, sim_rerun_ms}.
@@ -209,15 +222,15 @@ def phases(path, rates_gbps=(0.4, 0.4), hosts=4, **kw):
     op = gzip.open if str(path).endswith(".gz") else open
     with op(path, "rt") as f:
         data = json.load(f)
-    cuts = bench_cuts(path)
+    cuts = bench_cuts(path, stamp_delay)
     out = []
     for row in data:
         v = cuts[(row["size"], row["mode"])]
         rows = row["raw"]["rows"]
         downs = [e for e in row.get("events") or [] if e.get("event") == "down"]
-        for tf, _ in row["raw"]["failures"]:
+        for tf, tc in stamps(row, stamp_delay):
             i = next((i for i, (t0, t1, a) in enumerate(rows) if t1 > tf and a != 3), None)
-            ev = next((e for e in downs if e["time"] >= tf - 1e-3), None)
+            ev = next((e for e in downs if e["time"] >= tc - 1e-3), None)
             if i is None or ev is None or not ev.get("rerun_done_s"):
                 continue
             t0 = rows[i][0]
