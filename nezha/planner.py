@@ -163,6 +163,9 @@ class Planner:
                    "NEZHA_HIER_RAILS=auto: aligned would leave rails or ranks unevenly loaded")
             return f"hierarchical rails: every local rank drives every rail ({why})"
         owners, live, why = table
+        if all(len(o) == L for o in owners):
+            return ("hierarchical rails: every local rank drives every rail (one live rail, "
+                    f"NEZHA_HIER_RAILS={self.hier_rails})")
         return (f"hierarchical rails (NEZHA_HIER_RAILS={self.hier_rails}, aligned by {why}): "
                 + placement.describe(owners, L, [names[r] for r in live]))
 
