@@ -233,3 +233,23 @@ def test_aligned_rail_loss_reruns_exact(tmp_path, monkeypatch, rails, hosts, kin
                    and "rerun_done_s" in e for e in events), events
     assert sum(e["event"] == "up" for e in events) >= 2, events
     assert all(results[0]["alive"].values()), results[0]["alive"]
+
+
+def test_nearest_rails_from_a_real_servers_topology():
+    """coral-lassen (tests/fixtures/hwloc): GPUs 0, 1 sit by mlx5_0/1 (hsi0, hsi1) on NUMA
+    node 0, GPUs 2, 3 by mlx5_2/3 (hsi2, hsi3) on node 8. With rails hsi0 and hsi2, local
+    ranks 0, 1 own rail 0 and 2, 3 rail 1 (not the modular 0, 2 / 1, 3); a rank without a
+    GPU goes by the NUMA nodes of its CPUs, and one free to run anywhere is near none."""
+    from nezha.topo import bind, probe
+    topo = probe.load(os.path.join(ROOT, "tests", "fixtures", "hwloc", "coral-lassen.xml"))
+    rails = ["hsi0", "hsi2"]
+    near = [bind.nearest_rails(topo, i, rails) for i in range(4)]
+    assert near == [[0], [0], [1], [1]]
+    node8 = next(n.cpus for n in topo.numa_nodes if n.index == 8)
+    everywhere = [c for n in topo.numa_nodes for c in n.cpus]
+    assert bind.nearest_rails(topo, 4, rails, node8) == [1]
+    assert bind.nearest_rails(topo, 4, rails, everywhere) == []
+    p = _planner("auto", 2, 4, 2, near=placement.agreed_near(near + near, [[0, 1, 2, 3],
+                                                                          [4, 5, 6, 7]], 2))
+    assert [p.rail_owners(c) for c in (0, 1)] == [[True, True, False, False],
+                                                  [False, False, True, True]]
