@@ -81,6 +81,7 @@ class Planner:
         self.layout = Layout(self.hosts, crowding)
         self._hier_memo = {}
         self._choice_memo = {}
+        self._owners_memo = {}
 
     def hier_groups(self, rank):
         """(ranks on rank's host, one rank per host at rank's local position); the second
