@@ -58,6 +58,12 @@ SYSTEMS = [
       "hierarchical allreduce picked automatically)", "nezha", "all", env=NEZHA_ENV),
     S("nezha-flat", "nezha on all rails + shm, flat ring over all ranks (NEZHA_ALGO=ring)",
       "nezha", "all", env=NEZHA_ENV + (("NEZHA_ALGO", "ring"),)),
+    S("nezha-hier-aligned", "nezha, hierarchical allreduce, rail-aligned: local rank i carries "
+      "its cross-host share on rail i mod R only (NEZHA_ALGO=hier NEZHA_HIER_RAILS=aligned)",
+      "nezha", "all", env=NEZHA_ENV + (("NEZHA_ALGO", "hier"), ("NEZHA_HIER_RAILS", "aligned"))),
+    S("nezha-hier-striped", "nezha, hierarchical allreduce, every local rank on every rail "
+      "(NEZHA_ALGO=hier NEZHA_HIER_RAILS=striped)", "nezha", "all",
+      env=NEZHA_ENV + (("NEZHA_ALGO", "hier"), ("NEZHA_HIER_RAILS", "striped"))),
     S("nezha-all-tcp", "nezha on all rails, no shared memory (NEZHA_RAILS=tcp)", "nezha", "all",
       env=NEZHA_ENV + (("NEZHA_RAILS", "tcp"),)),
     S("mpi-best-default", "Open MPI, btl sm,tcp,self (sm within a lab host only: one PRRTE daemon "

@@ -1,6 +1,7 @@
 """Communicator: the user's object. Checks arguments, numbers collectives, runs them."""
 import collections
 import math
+import os
 import threading
 import weakref
 
@@ -20,6 +21,7 @@ from nezha.mesh import Mesh
 from nezha.planner import ALGO_DIRECT, ALGO_NAMES, ALGO_RD, ALGO_TREE, Plan, Planner
 from nezha.rails.tcp.device import TcpRail
 from nezha.topo import bind as topo_bind
+from nezha.topo import placement
 from nezha.topo import rails as topo_rails
 from nezha.topo import rateprobe as topo_rateprobe
 from nezha.transports.loop import loop_rails
@@ -33,6 +35,16 @@ for _d in _OPS_OK.values():
     _d.update({int(o): o for o in list(_d)})
 
 
+
+
+def _local_size():
+    """Ranks on this host as the launcher says (1 when it does not)."""
+    for k in ("LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"):
+        try:
+            return int(os.environ[k])
+        except (KeyError, ValueError):
+            pass
+    return 1
 
 
 def _weak_call(method):
@@ -101,11 +113,16 @@ class Communicator(Executor, Diagnose):
         log.info("INIT", f"rank {self.rank}/{self.size} local_rank {self.local_rank} "
                  f"bootstrap {boot.kind} rails {[r.name for r in tcp]}")
         topo_bind.apply(cfg["BIND"], self.local_rank, [r.name for r in tcp])  # before threads
+        # rail placement for hierarchical collectives: only where it can matter (the probe
+        # costs a fraction of a second)
+        near = (topo_bind.near_rails(self.local_rank, [r.name for r in tcp])
+                if cfg["HIER_RAILS"] != "striped" and len(tcp) > 1 and _local_size() > 1
+                else [])
         self._mesh = mesh = Mesh(boot, tcp, cfg["SOCKET_NCONNS"], cfg["CONNECT_TIMEOUT"],
                                  int(cfg["SOCKET_BUFFER"]), use_shm="shm" in cfg["RAILS"],
                                  shm_bytes=int(cfg["SHM_BUFFER"]), host=cfg["HOST_ID"],
                                  faults=cfg["FAULTS"] or None,
-                                 rail_timeout=cfg["RAIL_TIMEOUT"])
+                                 rail_timeout=cfg["RAIL_TIMEOUT"], near=near)
         self.nchan = mesh.nchan
         seg = cfg["SEGMENT_SIZE"]
         self._engine = _eng.Engine(mesh.endpoints(), self.size, self.nchan,
@@ -132,6 +149,10 @@ class Communicator(Executor, Diagnose):
         self._hier = self.planner.hier_groups(self.rank)
         self._hier_chunk = int(cfg["HIER_CHUNK"])
         self._hosts = self.planner.hier_hosts()  # for hier allgather, reduce_scatter, broadcast
+        if self._hosts is not None:
+            self.planner.set_hier_rails(cfg["HIER_RAILS"], placement.agreed_near(
+                [p.get("near_rails") if isinstance(p.get("near_rails"), list) else []
+                 for p in mesh.peers], self._hosts, len(mesh.rails)))
         # this rank's place among the ranks of its host as nezha counts hosts (a launcher
         # may see one node where the lab has several)
         self.local_rank = self._hier[0].index(self.rank)
@@ -153,6 +174,8 @@ class Communicator(Executor, Diagnose):
         self.probe = topo_rateprobe.startup(self, cfg)
         if log.enabled("INFO", "PLAN"):
             log.info("PLAN", self.planner.describe())
+            if self._hosts is not None:
+                log.info("PLAN", self.planner.describe_rails([r.name for r in mesh.rails]))
         self._fo.start_guard()
 
     # ---- properties ------------------------------------------------------------------
@@ -229,7 +252,7 @@ class Communicator(Executor, Diagnose):
             def build(s, algo, chan, off, cnt, src, _keep=scratch):
                 o = dst_addr + off * es
                 slices.allreduce(s, algo, chan, o, address(src) + off * es, cnt, es, self._hier,
-                                 self._hier_chunk)
+                                 self._hier_chunk, self.planner.rail_owners(chan))
                 if op == ReduceOp.AVG:
                     s.add_avg(o, cnt, float(self.size))
             return build
@@ -314,7 +337,8 @@ class Communicator(Executor, Diagnose):
         def into(dst_addr, scratch=None):
             def build(s, algo, chan, off, cnt, src, _keep=scratch):
                 p = 0 if src is None else address(src) + off * es  # read by ALGO_RD only
-                slices.broadcast(s, algo, chan, root, dst_addr + off * es, p, cnt, self._hosts)
+                slices.broadcast(s, algo, chan, root, dst_addr + off * es, p, cnt, self._hosts,
+                                 self.planner.rail_owners(chan))
             return build
 
         return self._submit("broadcast", _eng.COLL_BROADCAST, dt, 0, count, root,

@@ -320,6 +320,17 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
         "crosses hosts while the next is reduced within the host. Smaller chunks keep the "
         "rails busy through more of a collective; larger ones pay less per step. The same "
         "on every rank.")),
+    Param("HIER_RAILS", "enum", "auto", allowed=("auto", "aligned", "striped"), help=(
+        "Which rails each local rank drives in hierarchical collectives. aligned: as NCCL's "
+        "multi-rail rings, a rail's slices cross hosts only from the local ranks it belongs "
+        "to (those whose GPU's or CPUs' nearest NIC is on it, else local rank i gets rail "
+        "i mod rails, and rails i + L, i + 2L, ... when there are more rails than local "
+        "ranks), so each rank's cross-host bytes leave through its own NIC; striped: every "
+        "local rank carries a share of every rail's slices; auto: aligned where every rail "
+        "gets as many local ranks as every other and every local rank as many rails (then "
+        "the bytes within and across hosts are the striped layout's), else striped. Over "
+        "the live rails: when one fails its slices re-run on the others, aligned again. "
+        "The same on every rank.")),
     Param("SMALL_MSG_THRESHOLD", "size", "auto", help=(
         "auto: NEZHA_ALGO=auto chooses from the cost model (see NEZHA_ALGO). Set to a size, "
         "it overrides the model with the fixed rule: allreduce calls on fewer bytes than "

@@ -229,7 +229,8 @@ class Executor:
 
         def build(s, algo, chan, off, cnt, src):
             o = base + off * es
-            slices.allreduce(s, algo, chan, o, address(src) + off * es, cnt, es, hier, chunk)
+            slices.allreduce(s, algo, chan, o, address(src) + off * es, cnt, es, hier, chunk,
+                             self.planner.rail_owners(chan))
             if op == ReduceOp.AVG:
                 s.add_avg(o, cnt, float(self.size))
 

@@ -94,6 +94,13 @@ def collect() -> dict:
     }
 
 
+def _local_size():
+    for k in ("LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"):
+        if (os.environ.get(k) or "").isdigit():
+            return int(os.environ[k])
+    return 2
+
+
 def _algorithms(cfg, interfaces, selected) -> dict:
     """NEZHA_ALGO=auto's switch points (planner.switch_table) for this host's rails (their
     trusted nominal speeds, else the model's nominal rate; in a job the probe's rates) and
@@ -112,6 +119,13 @@ def _algorithms(cfg, interfaces, selected) -> dict:
             p = layout_planner(cfg, hosts, mbps, max(len(selected), 1), cfg["SOCKET_NCONNS"],
                                failover=len(selected) > 1 and cfg["FAILOVER"] and n > 1)
             out["layouts"][name] = {"table": p.switch_table(), "line": p.describe()}
+        # which rails each local rank drives in hierarchical collectives (NEZHA_HIER_RAILS),
+        # by local rank mod rails: nearest NICs are agreed in a job (topo/placement.py)
+        L = max(_local_size(), 2)
+        hosts = [r // L for r in range(max(n // L, 2) * L)]
+        p = layout_planner(cfg, hosts, mbps, max(len(selected), 1), cfg["SOCKET_NCONNS"])
+        out["hier_rails"] = {"hosts": len(set(hosts)), "local": L,
+                             "line": p.describe_rails(list(selected) or None)}
         return out
     except Exception as e:  # noqa: BLE001 - a report, not a job: say what went wrong
         return {"error": f"{type(e).__name__}: {e}"}
@@ -198,6 +212,9 @@ def _text(d: dict) -> str:
             for coll, pts in lay["table"].items():
                 text = ", ".join(f"{k} at {v} B" for k, v in pts.items()) or "no switch"
                 lines.append(f"    {coll:<15} {text}")
+        hr = al.get("hier_rails")
+        if hr:
+            lines.append(f"  {hr['hosts']} hosts x {hr['local']} ranks: {hr['line']}")
     pr = d["prior"]
     lines.append("cost-model prior: " + ("start-up rate probe (NEZHA_PROBE): " if pr["probe"]
                                          else "no probe: ") + pr["why"])

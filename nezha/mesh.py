@@ -40,7 +40,7 @@ class Mesh:
     """The connected sockets of one communicator and the names used in messages."""
 
     def __init__(self, boot, rails, nconns, timeout, bufsize, use_shm=False, shm_bytes=0,
-                 host=None, faults=None, rail_timeout=0.06):
+                 host=None, faults=None, rail_timeout=0.06, near=()):
         self.rail_timeout = rail_timeout
         self.rank, self.size = boot.rank, boot.size
         self.rails, self.nconns = rails, nconns
@@ -48,6 +48,7 @@ class Mesh:
         me = {"host": socket.gethostname(), "pid": os.getpid(),
               "host_id": shm.host_id(host), "shm": bool(use_shm), "shm_tag": shm.new_tag(),
               **crowd.machine_facts(),
+              "near_rails": list(near),  # this rank's nearest rails (topo/placement.py)
               "rails": [dict(name=r.name, **r.listen()) for r in rails]}
         self.timeout, self.bufsize = timeout, bufsize
         self.shm = None

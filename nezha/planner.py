@@ -9,6 +9,7 @@ import zlib
 
 from nezha import log
 from nezha.costmodel import HIER_CLEAR, RAIL_RATE, VOTE_COST, CostModel, Layout, bucket_of
+from nezha.topo import placement
 
 ALGO_RING = 1
 ALGO_RD = 2
@@ -30,13 +31,15 @@ class Plan:
 
     __slots__ = ("slices", "algo", "hash", "key", "esize", "chans")
 
-    def __init__(self, slices, algo, key=None, esize=1):
+    def __init__(self, slices, algo, key=None, esize=1, tag=None):
         self.slices = slices
         self.chans = [c for c, _, _ in slices]
         self.algo = algo
         self.key = key
         self.esize = esize
-        self.hash = zlib.crc32(repr((slices, algo)).encode())
+        # tag: what else shapes the schedules (the hierarchical rail owners), hashed too
+        self.hash = zlib.crc32(repr((slices, algo) if tag is None else
+                                    (slices, algo, tag)).encode())
 
     def __repr__(self):
         return f"Plan({ALGO_NAMES.get(self.algo, self.algo)}, {self.slices})"
@@ -67,6 +70,7 @@ class Planner:
         # nominal repeats each rail's speed once per connection (topo.rails.nominal_rates)
         self.set_rail_rates(nominal[::self.nconns] if nominal else None)
         self.set_hosts([0] * ranks)
+        self.set_hier_rails(cfg["HIER_RAILS"])
 
     def set_hosts(self, host_of, crowding=1.0):
         """Which host every rank is on. Hierarchical collectives apply (hier_ok) with more
@@ -78,6 +82,7 @@ class Planner:
         self.layout = Layout(self.hosts, crowding)
         self._hier_memo = {}
         self._choice_memo = {}
+        self._owners_memo = {}
 
     def hier_groups(self, rank):
         """(ranks on rank's host, one rank per host at rank's local position); the second
@@ -97,6 +102,74 @@ class Planner:
             return None
         order = list(dict.fromkeys(self.hosts))
         return [[r for r, h in enumerate(self.hosts) if h == host] for host in order]
+
+    # ---- which local ranks carry each rail's slices across hosts (topo/placement.py) ----
+
+    def set_hier_rails(self, mode, near=None):
+        """NEZHA_HIER_RAILS (auto, aligned, striped), and every local position's nearest
+        rails (indices; placement.agreed_near) when known: the same on every rank."""
+        self.hier_rails, self.near = mode, near
+        self._owners_memo = {}
+
+    def _owner_table(self):
+        """(owners per live rail, live rails, why), or None: every local rank drives every
+        rail (striped). Over the live rails: after a failure the survivors are shared."""
+        if not self.hier_ok or self.hier_rails == "striped":
+            return None
+        L, n = self.ranks // len(set(self.hosts)), self.nconns
+        live = [r for r in range(self.nchan // n) if any(self.alive[r * n:(r + 1) * n])]
+        if not live:
+            return None
+        near = None if self.near is None else [[live.index(r) for r in nr if r in live]
+                                               for nr in self.near]
+        owners, why = placement.from_nearest(near, L, len(live)), "nearest NICs"
+        if owners is None:
+            owners, why = placement.modular(L, len(live)), "local rank mod rails"
+        if self.hier_rails == "auto" and not placement.balanced(owners, L):
+            return None
+        return owners, live, why
+
+    def rail_owners(self, chan):
+        """Flags per local position: which carry chan's hierarchical slices across hosts;
+        None: all of them (striped, or every position drives this rail)."""
+        key = (chan, tuple(self.alive))
+        if key in self._owners_memo:
+            return self._owners_memo[key]
+        table, got = self._owner_table(), None
+        if table is not None and chan // self.nconns in table[1]:
+            own = table[0][table[1].index(chan // self.nconns)]
+            L = self.ranks // len(set(self.hosts))
+            got = None if len(own) == L else [i in own for i in range(L)]
+        if len(self._owners_memo) >= 256:
+            self._owners_memo.clear()
+        self._owners_memo[key] = got
+        return got
+
+    def _owner_tag(self, algo):
+        """What a hierarchical plan's schedules depend on besides its slices (Plan tag)."""
+        if algo != ALGO_HIER:
+            return None
+        table = self._owner_table()
+        return None if table is None else (table[0], table[1])
+
+    def describe_rails(self, names=None):
+        """Which rails each local rank drives in hierarchical collectives, and why."""
+        if not self.hier_ok:
+            return "hierarchical rails: no hierarchical layout (one rank per host, or uneven)"
+        L = self.ranks // len(set(self.hosts))
+        table = self._owner_table()
+        rails = self.nchan // self.nconns
+        names = names or [f"rail{r}" for r in range(rails)]
+        if table is None:
+            why = ("NEZHA_HIER_RAILS=striped" if self.hier_rails == "striped" else
+                   "NEZHA_HIER_RAILS=auto: aligned would leave rails or ranks unevenly loaded")
+            return f"hierarchical rails: every local rank drives every rail ({why})"
+        owners, live, why = table
+        if all(len(o) == L for o in owners):
+            return ("hierarchical rails: every local rank drives every rail (one live rail, "
+                    f"NEZHA_HIER_RAILS={self.hier_rails})")
+        return (f"hierarchical rails (NEZHA_HIER_RAILS={self.hier_rails}, aligned by {why}): "
+                + placement.describe(owners, L, [names[r] for r in live]))
 
     @property
     def version(self):
@@ -375,7 +448,7 @@ class Planner:
             key = bucket_of("allreduce-rd", nbytes)
             return Plan([(self.best_channel(key), 0, count)], algo, key, esize)
         slices, key = self.split("allreduce", count, esize)
-        return Plan(slices, algo, key, esize)
+        return Plan(slices, algo, key, esize, self._owner_tag(algo))
 
     def broadcast(self, count, esize, small_algo=ALGO_TREE, root=0):
         """Plan for a broadcast: a tree for small payloads (or small_algo: ALGO_RD, an
@@ -386,7 +459,7 @@ class Planner:
             key = bucket_of("broadcast-tree", count * esize)
             return Plan([(self.best_channel(key), 0, count)], small_algo, key, esize)
         slices, key = self.split("broadcast", count, esize)
-        return Plan(slices, algo, key, esize)
+        return Plan(slices, algo, key, esize, self._owner_tag(algo))
 
     def reduce(self, count, esize):
         """Plan for a reduce: small payloads whole (recursive doubling), large ones split."""

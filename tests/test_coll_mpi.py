@@ -46,6 +46,10 @@ HIER_CONFIGS = [
     # many chunks per slice: chunk i+1 within the host while chunk i crosses hosts
     (6, {"NEZHA_TEST_HOSTS": "0,0,0,1,1,1", "NEZHA_HIER_CHUNK": "1k"}),
     (6, {"NEZHA_TEST_HOSTS": "0,1,2,2,1,0"}),
+    # rail-aligned (NEZHA_HIER_RAILS): two loopback rails, local rank i's cross-host share
+    # on rail i, hosts scattered over the rank order
+    (6, {"NEZHA_TEST_HOSTS": "0,1,1,0,2,2", "NEZHA_RAILS": "loop,shm", "NEZHA_LOOP_RAILS": "2",
+         "NEZHA_HIER_RAILS": "aligned"}),
 ]
 
 

@@ -13,31 +13,34 @@ from nezha.types import DType, ReduceOp
 HIER_CHUNK = 256 << 10  # default bytes per hierarchical chunk (NEZHA_HIER_CHUNK)
 
 
-def allreduce(s, algo, chan, out, src, cnt, es, hier, chunk=HIER_CHUNK):
+def allreduce(s, algo, chan, out, src, cnt, es, hier, chunk=HIER_CHUNK, owners=None):
     """hier: this rank's (local ranks, cross ranks), Planner.hier_groups; chunk: bytes of
-    a hierarchical chunk (one crosses hosts while the next is reduced within the host)."""
+    a hierarchical chunk (one crosses hosts while the next is reduced within the host);
+    owners: the local positions that carry chan's slice across hosts (Planner.rail_owners;
+    None: all of them)."""
     if algo == ALGO_RD:
         _eng.rd_allreduce(s, chan, out, src, cnt)
     elif algo == ALGO_RAB:
         _eng.rab_allreduce(s, chan, out, src, cnt)
     elif algo == ALGO_HIER:
-        _eng.hier_allreduce(s, chan, out, src, cnt, *hier, max(chunk // es, 1))
+        _eng.hier_allreduce(s, chan, out, src, cnt, *hier, max(chunk // es, 1), owners)
     else:
         _eng.ring_allreduce(s, chan, out, src, cnt)
 
 
-def reduce(s, algo, chan, root, at_root, out, src, cnt, es, hier, chunk=HIER_CHUNK):
+def reduce(s, algo, chan, root, at_root, out, src, cnt, es, hier, chunk=HIER_CHUNK,
+           owners=None):
     """Small or hierarchical: an allreduce whose result the other ranks drop (out: their
     sink). Else the ring reduce (out: 0 except at root; the others keep partial sums in
     scratch)."""
     if algo in (ALGO_RD, ALGO_HIER):
-        allreduce(s, algo, chan, out, src, cnt, es, hier, chunk)
+        allreduce(s, algo, chan, out, src, cnt, es, hier, chunk, owners)
     else:
         work = None if at_root else np.empty(cnt * es + 1, np.uint8)
         _eng.ring_reduce(s, chan, root, out if at_root else 0, src, cnt, work)
 
 
-def broadcast(s, algo, chan, root, out, src, cnt, hosts):
+def broadcast(s, algo, chan, root, out, src, cnt, hosts, owners=None):
     """ALGO_RD: an allreduce that ORs bytes, the root's buffer (src) against the others'
     zeros (src is read by ALGO_RD only); hierarchical; else a binomial tree (ALGO_TREE) or
     a chain."""
@@ -45,7 +48,7 @@ def broadcast(s, algo, chan, root, out, src, cnt, hosts):
         s.reduce_as(int(DType.UINT8), int(ReduceOp.BOR))
         _eng.rd_allreduce(s, chan, out, src, cnt)
     elif algo == ALGO_HIER:  # the root's buffer is only read: a re-run reads it again
-        _eng.hier_broadcast(s, chan, root, out, cnt, hosts)
+        _eng.hier_broadcast(s, chan, root, out, cnt, hosts, owners)
     else:
         _eng.tree_broadcast(s, chan, root, out, cnt, algo == ALGO_TREE)
 

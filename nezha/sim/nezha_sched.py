@@ -61,12 +61,13 @@ def _build(s, coll, plan, rank, planner, count, es, root):
     for chan, off, cnt in plan.slices:
         starts.append(s.nops)
         o, p = _OUT + off * es, _IN + off * es
+        own = planner.rail_owners(chan)  # rail-aligned hierarchical slices (NEZHA_HIER_RAILS)
         if coll == "allreduce":
-            slices.allreduce(s, algo, chan, o, p, cnt, es, hier)
+            slices.allreduce(s, algo, chan, o, p, cnt, es, hier, owners=own)
         elif coll == "reduce":
-            slices.reduce(s, algo, chan, root, rank == root, o, p, cnt, es, hier)
+            slices.reduce(s, algo, chan, root, rank == root, o, p, cnt, es, hier, owners=own)
         elif coll == "broadcast":
-            slices.broadcast(s, algo, chan, root, o, p, cnt, hosts)
+            slices.broadcast(s, algo, chan, root, o, p, cnt, hosts, own)
         elif coll == "allgather":
             slices.allgather(s, algo, chan, _OUT, _IN, count, off, cnt, hosts)
         elif coll == "reduce_scatter":

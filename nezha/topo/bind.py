@@ -61,6 +61,41 @@ def plan(topo, mode: str, local_rank: int, rail_ifnames=(), allowed=None) -> Bin
     return Binding(cpus, f"{where} ({via})")
 
 
+def nearest_rails(topo, local_rank: int, rail_ifnames=(), allowed=None) -> list[int]:
+    """Indices into rail_ifnames of the rank's nearest NICs: its GPU's nearest ones when
+    LOCAL_RANK maps to a GPU, else those on the NUMA nodes of the CPUs it may run on when
+    that is not every node (a rank free to run anywhere is near every NIC); [] unknown."""
+    ifs = list(rail_ifnames)
+
+    def rails_of(nics):
+        return sorted({i for i, f in enumerate(ifs) for n in nics if f in n.netdevs})
+
+    if 0 <= local_rank < len(topo.gpus):
+        byname = {n.name: n for n in topo.nics}
+        got = rails_of([byname[n] for n in topo.gpus[local_rank].nearest_nics if n in byname])
+        if got:
+            return got
+    if allowed:
+        nodes = {n.index for n in topo.numa_nodes if set(allowed) & set(n.cpus)}
+        if nodes and len(nodes) < len(topo.numa_nodes):
+            return rails_of([n for n in topo.nics if set(n.locality or ()) & nodes])
+    return []
+
+
+def near_rails(local_rank: int, rail_ifnames=()) -> list[int]:
+    """nearest_rails on this machine's topology ([] when it cannot be probed)."""
+    from nezha.topo import probe
+    try:
+        topo = probe.load()
+    except Exception as e:   # placement is an optimisation: without it, local rank mod rails
+        log.info("TOPO", f"no topology for rail placement ({e}): local rank mod rails")
+        return []
+    got = nearest_rails(topo, local_rank, rail_ifnames, os.sched_getaffinity(0))
+    log.info("TOPO", f"local rank {local_rank}'s nearest rails: "
+             f"{[list(rail_ifnames)[i] for i in got] or 'unknown'}")
+    return got
+
+
 def _cores(topo, cpus) -> list[list[int]]:
     """cpus grouped by core (PUs sharing a core), in order; one group per CPU if unknown."""
     groups = [sorted(set(c) & set(cpus)) for c in getattr(topo, "core_cpus", ()) or ()]

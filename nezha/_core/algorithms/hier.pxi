@@ -2,10 +2,29 @@
 # host (shm), across hosts (the rails), within the host again; a host's rails carry its
 # share once and every local rank drives them.
 # Each builder appends the ops of one slice on one channel to a Schedule.
+# owners (allreduce, broadcast): None, every local position carries a share of the slice
+# across hosts (striped); else one flag per local position, and only the flagged ones do
+# (rail-aligned, NEZHA_HIER_RAILS): the others' shares are empty and they send nothing
+# across hosts, so the slice's cross-host bytes leave from the ranks its rail belongs to.
+
+
+cdef int *_owner_bounds(list owners, int L) except NULL:
+    # B[b] = owners among positions < b (B[L]: all of them); shares are (count*B[b])//B[L]
+    cdef int *B = <int *>malloc((L + 1) * sizeof(int))
+    cdef int b
+    if B == NULL:
+        raise MemoryError()
+    B[0] = 0
+    for b in range(L):
+        B[b + 1] = B[b] + (1 if owners is None or owners[b] else 0)
+    if B[L] == 0:
+        free(B)
+        raise ValueError("nezha: hierarchical slice with no local position to carry it")
+    return B
 
 
 def hier_allreduce(Schedule sch, int chan, uintptr_t out, uintptr_t a, uint64_t count,
-                   list local, list cross, uint64_t chunk):
+                   list local, list cross, uint64_t chunk, list owners=None):
     """Hierarchical allreduce for several ranks per host, chunk elements at a time:
     reduce-scatter within the host (local: its ranks, in order), an allreduce of this
     rank's share across hosts with the ranks at the same local position (cross: one per
@@ -15,7 +34,8 @@ def hier_allreduce(Schedule sch, int chan, uintptr_t out, uintptr_t a, uint64_t 
     Chunks pipeline: ops on one endpoint run in post order, so chunk i+1's reduce-scatter
     within the host is posted before chunk i's allgather (which waits for chunk i to
     cross hosts); posted in chunk order, the next chunk could not start within the host
-    until the previous one had crossed, and the rails would idle meanwhile."""
+    until the previous one had crossed, and the rails would idle meanwhile.
+    owners: see the top of this file (within the host the shares go to them only)."""
     cdef uint64_t es = sch.esize, off = 0, cnt, poff = 0, pcnt = 0
     cdef int L = len(local), H = len(cross), b, me, h, nchunk = 0
     cdef int last = -1, plast = -1
@@ -37,7 +57,9 @@ def hier_allreduce(Schedule sch, int chan, uintptr_t out, uintptr_t a, uint64_t 
     cdef int32_t *plsidx = <int32_t *>malloc(m * sizeof(int32_t))
     cdef int32_t *xsidx = <int32_t *>malloc(m * sizeof(int32_t))
     cdef int32_t *tmp
+    cdef int *B = NULL
     try:
+        B = _owner_bounds(owners, L)
         for b in range(L):
             lg[b] = local[b]
         for b in range(H):
@@ -45,26 +67,27 @@ def hier_allreduce(Schedule sch, int chan, uintptr_t out, uintptr_t a, uint64_t 
         while off < count or (count == 0 and off == 0):
             cnt = min(chunk, count - off)
             last = _hier_rs(sch, chan, out + off * es, a + off * es, cnt, lg, L, me,
-                            po, pa, nb, lsidx)
+                            po, pa, nb, lsidx, B)
             if nchunk:  # the previous chunk's allgather, behind this chunk's reduce-scatter
-                _hier_ag(sch, chan, out + poff * es, pcnt, lg, L, me, po, nb, plast, plsidx)
-            last = _hier_x(sch, chan, out + off * es, a + off * es, cnt, xg, H, h, L, me,
-                           po, pa, nb, xsidx, last)
+                _hier_ag(sch, chan, out + poff * es, pcnt, lg, L, me, po, nb, plast, plsidx, B)
+            if B[me + 1] > B[me]:  # a position that carries none sends nothing across hosts
+                last = _hier_x(sch, chan, out + off * es, a + off * es, cnt, xg, H, h, L, me,
+                               po, pa, nb, xsidx, last, B)
             poff, pcnt, plast = off, cnt, last
             tmp = plsidx; plsidx = lsidx; lsidx = tmp
             nchunk += 1
             off += cnt
             if count == 0:
                 break
-        _hier_ag(sch, chan, out + poff * es, pcnt, lg, L, me, po, nb, plast, plsidx)
+        _hier_ag(sch, chan, out + poff * es, pcnt, lg, L, me, po, nb, plast, plsidx, B)
     finally:
         free(lg); free(xg); free(po); free(<void *>pa); free(nb); free(lsidx); free(plsidx)
-        free(xsidx)
+        free(xsidx); free(B)
 
 
 cdef int _hier_rs(Schedule sch, int chan, uintptr_t out, uintptr_t a, uint64_t count,
                   int *lg, int L, int me, char **po, const char **pa, uint64_t *nb,
-                  int32_t *lsidx) except -2:
+                  int32_t *lsidx, int *B) except -2:
     """Reduce-scatter within the host: block me of out holds the host's sum. Returns the
     op that finishes it (-1: none, L == 1)."""
     cdef uint64_t es = sch.esize, lo, hi
@@ -72,19 +95,19 @@ cdef int _hier_rs(Schedule sch, int chan, uintptr_t out, uintptr_t a, uint64_t c
     if L == 1:
         return -1
     for b in range(L):
-        lo, hi = (count * b) // L, (count * (b + 1)) // L
+        lo, hi = (count * B[b]) // B[L], (count * B[b + 1]) // B[L]
         po[b], pa[b], nb[b] = <char *>out + lo * es, <const char *>a + lo * es, (hi - lo) * es
     return ring_rs(sch, chan, po, pa, nb, lsidx, lg, L, me)
 
 
 cdef int _hier_x(Schedule sch, int chan, uintptr_t out, uintptr_t a, uint64_t count,
                  int *xg, int H, int h, int L, int me, char **po, const char **pa,
-                 uint64_t *nb, int32_t *xsidx, int last) except -2:
+                 uint64_t *nb, int32_t *xsidx, int last, int *B) except -2:
     """Allreduce of block me across hosts (in place in out when L > 1). Returns the op
     that makes block me final."""
     cdef uint64_t es = sch.esize, lo, hi
-    cdef uint64_t blo = (count * me) // L
-    cdef uint64_t bcnt = (count * (me + 1)) // L - blo
+    cdef uint64_t blo = (count * B[me]) // B[L]
+    cdef uint64_t bcnt = (count * B[me + 1]) // B[L] - blo
     cdef const char *src = <const char *>out if L > 1 else <const char *>a
     cdef int b, first, last2
     if H == 1:
@@ -107,14 +130,14 @@ cdef int _hier_x(Schedule sch, int chan, uintptr_t out, uintptr_t a, uint64_t co
 
 
 cdef int _hier_ag(Schedule sch, int chan, uintptr_t out, uint64_t count, int *lg, int L,
-                  int me, char **po, uint64_t *nb, int last, int32_t *lsidx) except -2:
+                  int me, char **po, uint64_t *nb, int last, int32_t *lsidx, int *B) except -2:
     """Allgather within the host, once block me is final (last)."""
     cdef uint64_t es = sch.esize, lo, hi
     cdef int b
     if L == 1:
         return 0
     for b in range(L):
-        lo, hi = (count * b) // L, (count * (b + 1)) // L
+        lo, hi = (count * B[b]) // B[L], (count * B[b + 1]) // B[L]
         po[b], nb[b] = <char *>out + lo * es, (hi - lo) * es
     ring_ag(sch, chan, po, NULL, nb, last, lsidx, lg, L, me)
     return 0
@@ -225,14 +248,16 @@ def hier_reduce_scatter(Schedule sch, int chan, uintptr_t out, uintptr_t a, uint
         free(sidx); free(xdep)
 
 
-def hier_broadcast(Schedule sch, int chan, int root, uintptr_t buf, uint64_t count, list hosts):
+def hier_broadcast(Schedule sch, int chan, int root, uintptr_t buf, uint64_t count, list hosts,
+                   list owners=None):
     """Hierarchical broadcast (hosts: see _grid): the buffer in L shares; the root hands
     share i to the rank at local position i of its host (over shm), which carries it
     down a chain across hosts, host hr -> hr+1 -> ..., to the ranks at position i (a
     host's rails carry S once, every local rank driving them); then a ring within every
     host gathers the L shares, each streaming from the receive that brought it. The
     root's buffer is only read (it may be read-only; a re-run reads it again): its ring
-    receives go to scratch."""
+    receives go to scratch. owners: see the top of this file (the shares are theirs only;
+    an empty share is neither handed over nor chained)."""
     cdef int H, L, h = 0, me = 0, hr = 0, ir = 0, t, i, r0 = -1
     cdef uint64_t es = sch.esize
     cdef int *G = hier_grid(sch, hosts, &H, &L, &h, &me)
@@ -240,24 +265,29 @@ def hier_broadcast(Schedule sch, int chan, int root, uintptr_t buf, uint64_t cou
     cdef uint64_t *nb = <uint64_t *>malloc(L * sizeof(uint64_t))
     cdef const char *own = NULL
     cdef char *sink
+    cdef int *B = NULL
     try:
         if H * L == 1:
             return
+        B = _owner_bounds(owners, L)
         for i in range(H * L):
             if G[i] == root:
                 hr, ir = i // L, i % L
         for i in range(L):
-            po[i] = <char *>buf + (count * i // L) * es
-            nb[i] = (count * (i + 1) // L - count * i // L) * es
+            po[i] = <char *>buf + (count * B[i] // B[L]) * es
+            nb[i] = (count * B[i + 1] // B[L] - count * B[i] // B[L]) * es
         if sch.rank == root:
             for t in range(1, L):
                 i = _mod(ir + t, L)
-                sch.add(NZ_SEND, chan, G[hr * L + i], po[i], NULL, nb[i])
+                if B[i + 1] > B[i]:
+                    sch.add(NZ_SEND, chan, G[hr * L + i], po[i], NULL, nb[i])
+        elif B[me + 1] == B[me]:
+            pass  # no share: this position takes no part outside the host's ring
         elif h == hr:
             r0 = sch.add(NZ_RECV, chan, root, po[me], NULL, nb[me])
         else:
             r0 = sch.add(NZ_RECV, chan, G[_mod(h - 1, H) * L + me], po[me], NULL, nb[me])
-        if _mod(h - hr, H) < H - 1:
+        if _mod(h - hr, H) < H - 1 and B[me + 1] > B[me]:
             sch.add(NZ_SEND, chan, G[_mod(h + 1, H) * L + me], po[me], NULL, nb[me], r0)
         if L > 1:
             if sch.rank == root:
@@ -266,7 +296,7 @@ def hier_broadcast(Schedule sch, int chan, int root, uintptr_t buf, uint64_t cou
                 sink = <char *><uintptr_t>scratch.ctypes.data
                 own = po[me]
                 for i in range(L):
-                    po[i] = sink + (count * i // L) * es
+                    po[i] = sink + (count * B[i] // B[L]) * es
             ring_ag(sch, chan, po, own, nb, r0, NULL, G + h * L, L, me)
     finally:
-        free(G); free(po); free(nb)
+        free(G); free(po); free(nb); free(B)
