@@ -169,7 +169,8 @@ class Executor:
             off.eligible(kind, n, blocks, es, dt, op)
             # one the rail would take when alive stays off the fast path: its calls must come
             # back here, where they count toward re-admitting the rail
-            req.offloaded = off.wants(kind, n, blocks, es, dt, op)
+            req.offloaded = off.wants(kind, n, blocks, es, dt, op) or (
+                kind == "allreduce" and off.small_wanted(n, es, dt, op))
             return self._execute(req)
         req.offloaded = True
         if kind == "allreduce":

@@ -109,6 +109,24 @@ def test_small_allreduce_on_ina_exact(service, tmp_path, n):
     assert after["dup_pending"] == after["dup_resent"] == after["bad_meta"] == 0
 
 
+@pytest.mark.parametrize("n", [2, 3])
+def test_lost_and_duplicated_datagrams_never_double_count(service, tmp_path, n):
+    """Every rank drops every (3+rank)-th datagram, sends every 2nd twice and loses every
+    (4+rank)-th result: every small SUM exact, each rank's contribution added once per
+    collective (data_added), the duplicates seen and answered or dropped, never added."""
+    before = service.stats()
+    res = run_ranks(n, "faults", service.port, tmp_path, worker=WORKER,
+                    extra={"NEZHA_INA_SMALL": "on", "NEZHA_INA_TIMEOUT": "2"})
+    after = service.stats()
+    for r in res:
+        assert r["wrong"] == 0 and r["ina"] == r["runs"] == 180, res
+        assert r["dropped"] > 0 and r["duplicated"] > 0 and r["results_dropped"] > 0, res
+        assert r["retrans"] > 0, res
+    assert after["data_added"] - before["data_added"] == n * 180
+    assert after["results"] - before["results"] == 180
+    assert after["dup_pending"] + after["dup_resent"] > before["dup_pending"] + before["dup_resent"]
+
+
 @pytest.mark.parametrize("n", [3, 4])
 def test_service_dies_during_small_allreduce_all_rerun(service, tmp_path, n):
     """The service dies at the first datagram of the 5th small allreduce: no rank has its
@@ -139,3 +157,15 @@ def test_result_sent_to_a_rank_that_has_none(service, tmp_path, n):
     assert res[0]["small_failures"] == 2, res   # the 4th (no result) and the 5th
     assert all(r["small_failures"] == 1 for r in res[1:]), res
     assert len({r["digest"] for r in res}) == 1, res
+
+
+def test_without_failover_a_lost_service_is_a_clear_error(service, tmp_path):
+    """One TCP rail (no failover), NEZHA_INA_SMALL=on: the service dies at the 3rd small
+    allreduce; no rank can recover it, so each says so (naming the service) instead of
+    hanging or returning something."""
+    service.die_at(3, 0)
+    res = run_ranks(3, "kill", service.port, tmp_path, worker=WORKER,
+                    extra={"NEZHA_INA_SMALL": "on", "TEST_ITERS": "6", "NEZHA_LOOP_RAILS": "1"})
+    for r in res:
+        assert r["runs"] == 3 and r["wrong"] == 0, res
+        assert "without failover" in r["error"] and f":{service.port}" in r["error"], res

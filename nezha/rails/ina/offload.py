@@ -121,12 +121,18 @@ class InaOffload:
         TCP rail alive (a collective that does not vote must not keep a dead rail from being
         re-admitted). Counts toward re-admitting the rail while it is left out."""
         c = self.comm
-        if not c.planner.ina_small(count * es, c._failover) or not reduce_support(dt, op):
+        if not self.small_wanted(count, es, dt, op):
             return False
         if not self.alive:
             self.eligible("allreduce", count, 1, es, dt, op, small=True)
             return False
         return not c._failover or all(c.planner.alive)
+
+    def small_wanted(self, count, es, dt, op):
+        """Whether the rail takes this allreduce whole while alive (small_route without the
+        state of the rails)."""
+        return (self.comm.planner.ina_small(count * es, self.comm._failover)
+                and reduce_support(dt, op))
 
     def run_small(self, out, dt, op):
         """out (one datagram's worth) reduced in place over the service; the error, or None.
