@@ -90,23 +90,28 @@ def test_small_allreduce_on_ina_exact(service, tmp_path, n):
     """NEZHA_INA_SMALL=on: float32, float16, bfloat16, float64, int32, int64 x SUM, MIN, MAX
     (AVG of the floats) x 0, 1, primes, one datagram's worth, in place and not: exact, and
     whole on INA exactly when 1 element .. one datagram (PROD and one element more go to the
-    TCP rails, exact too); every rank took the same route; each went as one datagram per
-    rank up and one result down to each (service counters)."""
+    TCP rails, exact too); then large ones split over TCP + INA between small ones, exact;
+    every rank took the same route; the service added each rank's datagram of a chunk once
+    and sent one result per chunk (counters)."""
     before = service.stats()
     res = run_ranks(n, "matrix", service.port, tmp_path, worker=WORKER,
                     extra={"NEZHA_INA_SMALL": "on"})
     for r in res:
         assert r["wrong"] == 0, res
-    assert len({(r["runs"], r["ina"], r["route"]) for r in res}) == 1, res
+    assert len({(r["runs"], r["ina"], r["route"], r["offloads"]) for r in res}) == 1, res
     after = service.stats()
     ina = res[0]["ina"]
     if n == 1:  # one rank: no communicator rail at all
         assert ina == 0
         return
-    assert ina > 0
-    assert after["results"] - before["results"] == ina           # one result per collective
-    assert after["data_added"] - before["data_added"] == n * ina  # one datagram per rank
-    assert after["dup_pending"] == after["dup_resent"] == after["bad_meta"] == 0
+    # the 6 large ones (1 MiB + 3 elements) split over TCP + INA; their chunks on INA are
+    # the results beyond the small ones'
+    assert ina > 0 and res[0]["offloads"] == 6, res
+    results = after["results"] - before["results"]
+    assert results > ina
+    # every chunk's result took exactly one datagram of each rank (a resend never counted)
+    assert after["data_added"] - before["data_added"] == n * results
+    assert after["bad_meta"] == before["bad_meta"]
 
 
 @pytest.mark.parametrize("n", [2, 3])

@@ -87,7 +87,18 @@ def matrix(comm):
                     if ina != (comm.size > 1 and 0 < count <= most and op != ReduceOp.PROD):
                         wrong += 1
                         print(f"route of {dt.name} {op.name} x {count}: ina={ina}", flush=True)
+    # TCP + INA in one job: large ones split between the TCP rails and the service, each
+    # followed by a small one whole on the service
+    for dt in (DType.FLOAT32, DType.INT64, DType.BFLOAT16):
+        for inplace in (True, False):
+            for count in ((1 << 20) // dt.itemsize + 3, 5):
+                seed += 1
+                runs += 1
+                ok, ina = one(comm, dt, ReduceOp.SUM, count, seed, inplace)
+                wrong += not ok
+                route.append(int(ina))
     return dict(runs=runs, wrong=wrong, ina=sum(route),
+                offloads=comm._ina.offloads if comm._ina is not None else 0,
                 route=hashlib.sha256(bytes(route)).hexdigest()[:16])
 
 
