@@ -5,7 +5,8 @@ An allreduce of n elements is split at k: the TCP rails (the engine) reduce [0, 
 the INA service reduces [k, n) on a thread of its own (its C loop runs without the GIL).
 A reduce_scatter or allgather of blocks of n elements is split at k in every block: the TCP
 rails do [0, k) of each block, INA [k, n) of each. k comes from the two paths' measured
-rates (one pair per kind), so both finish together: per rank, the offloaded allreduce moves
+rates (one pair per kind, in the planner: costmodel.OffloadModel), so both finish together:
+per rank, the offloaded allreduce moves
 S each way, the ring 2(N-1)/N * S; the offloaded reduce_scatter S up and S/N down, the
 allgather S/N up and S down, their rings (N-1)/N * S each way; the rates measured include
 that.
@@ -18,6 +19,10 @@ rails, from its saved input, the part of [k, n) (of every block) that some rank 
 result for (results are final once they arrive: the service sends each chunk's result
 only when every rank's part is in), drop the INA rail, and try it again every
 READMIT_EVERY eligible collectives.
+
+A small allreduce (one datagram) may instead go whole to the service (Planner.ina_small:
+two hops against recursive doubling's log2(N) steps); it is lazy, and its failure is
+settled by the failover vote (Failover.ina_small_failed), not by an agreement here.
 """
 import threading
 import time
