@@ -174,3 +174,40 @@ def test_without_failover_a_lost_service_is_a_clear_error(service, tmp_path):
     for r in res:
         assert r["runs"] == 3 and r["wrong"] == 0, res
         assert "without failover" in r["error"] and f":{service.port}" in r["error"], res
+
+
+def test_rail_left_out_by_a_small_allreduce_is_readmitted(tmp_path):
+    """The service dies at the 5th small allreduce (re-run on TCP, rail left out); a new one
+    starts on the same port; small allreduces count toward re-admission, so after
+    READMIT_EVERY of them the rail is back and the next small ones run on it again. Every
+    result exact, bitwise the same on every rank."""
+    from nezha.rails.ina.offload import READMIT_EVERY
+    old = _ina.Server("127.0.0.1", 0, slots=256, quota=64, job_timeout=30.0)
+    port = old.port
+    old.die_at(5, 0)
+    t = threading.Thread(target=old.serve, daemon=True)
+    t.start()
+    new = []
+
+    def restart():
+        t.join(60)  # serve() returns once it died
+        old.close()
+        srv = _ina.Server("127.0.0.1", port, slots=256, quota=64, job_timeout=30.0)
+        nt = threading.Thread(target=srv.serve, daemon=True)
+        nt.start()
+        new.append((srv, nt))
+
+    iters = 5 + 3 * READMIT_EVERY
+    try:
+        res = run_ranks(3, "kill", port, tmp_path, worker=WORKER, during=restart,
+                        extra={"NEZHA_INA_SMALL": "on", "TEST_ITERS": str(iters),
+                               "TEST_PAUSE": "0.01"})
+    finally:
+        for srv, nt in new:
+            srv.stop()
+            nt.join(5)
+            srv.close()
+    for r in res:
+        assert r["wrong"] == 0 and r["alive"], res
+        assert r["small_failures"] == 1 and r["small"] > 5, res  # back on INA after re-admission
+    assert len({(r["digest"], r["small"]) for r in res}) == 1, res

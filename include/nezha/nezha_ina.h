@@ -966,8 +966,9 @@ typedef struct {
     uint16_t oldest_rank, pong_flags;
     uint16_t srv_version; /* the service's protocol version (1: allreduce only) */
     /* before sleeping in poll() for results, keep looking this long (poll 0 +
-     * sched_yield): a small collective's result comes back within one round trip, and a
-     * wake-up from poll() costs a good part of it (NEZHA_SPIN_US); 0 sleeps at once */
+     * sched_yield) when the whole collective fits the window: a small collective's result
+     * comes back within one round trip, and a wake-up from poll() costs a good part of it
+     * (NEZHA_SPIN_US); 0 sleeps at once */
     int64_t spin_us;
     char err[256];
 } ina_client_t;
@@ -1394,7 +1395,9 @@ static int ina_client_coll(ina_client_t *c, ina_geom_t *g, int dtype, int op, in
         int wait_ms = next > now ? (int)((next - now + 999) / 1000) : 0;
         struct pollfd pf = {c->fd, POLLIN, 0};
         int pr = 0;
-        if (c->spin_us > 0 && wait_ms > 0) {
+        /* spin only while the whole message is in flight (latency-bound: a small
+         * collective); a large one's thread sleeps, leaving the CPU to the TCP rails' */
+        if (c->spin_us > 0 && wait_ms > 0 && nch <= W) {
             int64_t until = now + c->spin_us < next ? now + c->spin_us : next;
             while ((pr = poll(&pf, 1, 0)) == 0 && ina_now_us() < until) sched_yield();
             if (pr == 0) {

@@ -17,6 +17,7 @@ Modes:
 import hashlib
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -108,8 +109,10 @@ def kill(comm):
     client = comm._ina.client
     if client.stats()["collectives"] != 0:  # the test's die_at counts from the first call
         raise SystemExit(f"rank {comm.rank}: INA collectives before the loop")
+    pause = float(os.environ.get("TEST_PAUSE", "0"))
     wrong, digest, count = 0, hashlib.sha256(), 200
     for i in range(1, iters + 1):
+        time.sleep(pause)  # gives the test time to restart the service
         rng = np.random.default_rng([i, comm.rank])
         a = np.concatenate([rng.integers(-4, 5, count // 2).astype(np.float32),
                             rng.random(count - count // 2, np.float32)])
