@@ -122,6 +122,12 @@ SYSTEMS = [
            "nezha", "all",
            env=(("NEZHA_SOCKET_IFNAME", "{tcp_ifnames}"), ("NEZHA_RAILS", "tcp,shm,ina")),
            collectives=("allreduce", "reduce_scatter", "allgather"), when="ina", family="ina"),
+    System("nezha-ina-small", "nezha-ina with NEZHA_INA_SMALL=on: every allreduce of one "
+           "datagram (up to 1432 B) whole on the INA service, two hops (auto keeps them on TCP "
+           "with one TCP rail: no failover to recover one)", "nezha", "all",
+           env=(("NEZHA_SOCKET_IFNAME", "{tcp_ifnames}"), ("NEZHA_RAILS", "tcp,shm,ina"),
+                ("NEZHA_INA_SMALL", "on")),
+           collectives=("allreduce",), when="ina", family="ina"),
     System("gloo-mptcp", "Gloo on rail0 over kernel MPTCP (LD_PRELOAD shim), a subflow on every "
            "rail via signal endpoints", "gloo", "all", mptcp=True, when="multi"),
 ]

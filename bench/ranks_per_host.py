@@ -75,7 +75,7 @@ SYSTEMS = [
     S("gloo-rail0", "torch.distributed Gloo, GLOO_SOCKET_IFNAME=rail0", "gloo", "rail0"),
     S("gloo-all", "Gloo, GLOO_SOCKET_IFNAME=all rails (one device per rail, whole operations "
       "rotate over devices)", "gloo", "all"),
-]
+] + [s for s in cmp.SYSTEMS if s.name in ("nezha-ina", "nezha-ina-small")]  # named, with --ina
 PER_HOST_DAEMONS = {"mpi-best-default"}   # systems launched with one PRRTE daemon per lab host
 MPI_SM_NOTE = (
     "Open MPI's sm BTL: with the lab's plain launch (one mpirun) Open MPI believes all ranks share "
@@ -170,7 +170,8 @@ def select(names=None):
         bad = [n for n in names if n not in known]
         if bad:
             raise ValueError(f"unknown systems {bad}; known: {', '.join(known)}")
-    return [s for s in SYSTEMS if not names or s.name in names]
+    # the INA rows need a service in the lab (--ina RAIL): only when named
+    return [s for s in SYSTEMS if (s.name in names if names else s.when != "ina")]
 
 
 def worker_cmd(system, lab, opts, json_path):
@@ -498,6 +499,9 @@ def _parser():
     p.add_argument("--out", default=None,
                    help="markdown output (default bench/out/ranks_per_host-<H>x<L>-<rates>[-quick].md)")
     p.add_argument("--quick", action="store_true", help="a functional check: 2 small sizes, 1 repetition")
+    p.add_argument("--ina", type=int, default=None, metavar="RAIL",
+                   help="run an INA service on that rail's switch (for --systems nezha-ina, "
+                        "nezha-ina-small: TCP on the other rails plus the INA rail)")
     return p
 
 
@@ -522,10 +526,12 @@ def main(argv=None):
                        in_place=a.in_place, validate=a.validate, run_timeout=a.run_timeout, quick=a.quick)
         if not opts.sizes or opts.reps < 1:
             raise ValueError("need at least one size and one repetition")
-        select(list(opts.systems) or None)
+        if any(x.when == "ina" for x in select(list(opts.systems) or None)) and a.ina is None:
+            raise ValueError("the nezha-ina rows need an INA service: give --ina RAIL")
         rails = a.rails or max(2, len(a.rate.split(",")))
         lab = Lab(LabSpec(hosts=a.hosts, rails=rails, rates=a.rate, name=_unique_name(),
-                          ranks_per_host=a.ranks_per_host))
+                          ranks_per_host=a.ranks_per_host,
+                          ina=() if a.ina is None else (a.ina,)))
     except Exception as e:  # noqa: BLE001 - bad arguments: one line, no traceback
         print(f"ranks_per_host.py: {e}", file=sys.stderr)
         return 2

@@ -234,6 +234,13 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
         "Smallest share of an allreduce, reduce_scatter or allgather given to the INA rail "
         "(of the whole buffer: a reduce_scatter's input, an allgather's output); one under "
         "twice this stays on the TCP rails (it would not pay for the agreement after it).")),
+    Param("INA_SMALL", "enum", "auto", allowed=("auto", "on", "off"), help=(
+        "Small allreduces (one INA datagram: up to NEZHA_INA_CHUNK, or 1432 B when that is "
+        "0) whole over the INA rail, two hops (rank to service to rank): auto where the cost "
+        "model puts that under recursive doubling on the TCP rails (rd needs 3 steps or more: "
+        "8 ranks and up, or a rank count it must fold, one rank per host) and failover can recover it (two TCP rails or more); on "
+        "whenever the service can reduce it (with one TCP rail a service lost during one is "
+        "then an error, as a lost rail is without failover); off never.")),
     Param("INA_TIMEOUT", "float", "0.15", bound="> 0", help=(
         "Seconds without any result from the INA service after which the INA rail counts "
         "as failed in a collective (the part no rank got a result for is then re-run on the "

@@ -388,3 +388,67 @@ def _pow2s(p2):
     while k < p2:
         yield k
         k *= 2
+
+
+# ---- an offload channel: the INA rail ---------------------------------------------------
+# A small allreduce through the aggregation service is two hops (rank -> service -> rank)
+# whatever the rank count; recursive doubling on the TCP rails is log2(P) steps (+2 to fold
+# the ranks past a power of two). A hop through the service costs more than one TCP step:
+# it crosses two user-space programs, and the service waits for the slowest rank. Lab,
+# 4 hosts x 1 rank, 4 B (issue 13): INA 86-90 us with both ends spinning vs rd 45-68 us,
+# i.e. a hop about 1.4-1.8 x a step; the lower end is taken, so the model sends them to
+# INA from 8 ranks on one host each (rd: 3 steps) and keeps 4 ranks, or 4 hosts x 2 ranks
+# (rd: one step of the three inside a host), on rd.
+INA_HOP_FACTOR = 1.4
+INA_SMALL_BYTES = 1432  # one datagram at an MTU of 1500 (NEZHA_INA_CHUNK=0)
+OFFLOAD_EWMA = 0.5      # weight of the newest agreed rate of a split collective
+
+
+def ina_small_time(layout, nbytes, rate):
+    """Modelled seconds of an allreduce of nbytes as one INA datagram per rank each way:
+    two hops, and the ranks of the most crowded host share its link both ways."""
+    per_host = max(collections.Counter(layout.host_of).values(), default=1)
+    hop = INA_HOP_FACTOR * layout.rail_alpha + per_host * float(nbytes) / rate
+    return 2 * hop
+
+
+class OffloadModel:
+    """The TCP rails and an offload channel sharing one collective (nezha/rails/ina/
+    offload.py runs it). Per kind (allreduce, reduce_scatter, allgather) the agreed rates of
+    both paths, in bytes of the whole buffers per second: every rank learns them from the
+    same agreed times (the MAX over the ranks after each split collective), so every rank
+    splits the next one alike. Per rank the offloaded allreduce moves S each way, the ring
+    2(N-1)/N * S; an offloaded reduce_scatter S up and S/N down, an allgather S/N up and S
+    down, their rings (N-1)/N * S each way: the measured rates include that."""
+
+    def __init__(self, min_bytes):
+        self.min_bytes = int(min_bytes)
+        self.rate_tcp = {}
+        self.rate_ina = {}
+
+    def split(self, kind, count, blocks, es):
+        """k such that elements [k, count) (of each of `blocks` blocks) go to the offload
+        channel and [0, k) to the TCP rails, both finishing together: cold half each, then
+        by the agreed rates; the offload share at least min_bytes."""
+        tcp, ina = self.rate_tcp.get(kind), self.rate_ina.get(kind)
+        f = 0.5 if tcp is None or ina is None else ina / (ina + tcp)
+        k = int(count * (1.0 - f))
+        unit = blocks * es
+        if (count - k) * unit < self.min_bytes:
+            k = count - (self.min_bytes + unit - 1) // unit
+        return max(0, min(k, count))
+
+    def learn(self, kind, tcp_bytes, tcp_ns, ina_bytes, ina_ns):
+        """Agreed times of one split collective (the slowest rank's)."""
+        if tcp_bytes > 0:
+            self._learn(self.rate_tcp, kind, tcp_bytes / max(tcp_ns, 1) * 1e9)
+        self._learn(self.rate_ina, kind, ina_bytes / max(ina_ns, 1) * 1e9)
+
+    @staticmethod
+    def _learn(rates, kind, rate):
+        old = rates.get(kind)
+        rates[kind] = rate if old is None else OFFLOAD_EWMA * rate + (1 - OFFLOAD_EWMA) * old
+
+    def forget(self):
+        """The offload channel failed: it comes back cold."""
+        self.rate_ina = {}

@@ -14,7 +14,8 @@ from nezha import log
 from nezha._core import engine as _eng
 from nezha.buffers import address
 from nezha.costmodel import GLOBAL_MIN_BYTES
-from nezha.planner import ALGO_RD, Plan
+from nezha.errors import RailSystemError
+from nezha.planner import ALGO_INA, ALGO_RD, Plan
 from nezha.request import Request
 from nezha.algorithms import slices
 from nezha.types import DType, ReduceOp, dtype_from_numpy
@@ -160,13 +161,16 @@ class Executor:
         off = self._ina
         coll, sdt, sop, n, root, _, build, ckey, src, inplace = req.spec
         es = a.itemsize
+        if kind == "allreduce" and off.small_route(n, es, dt, op):
+            return self._execute_ina_small(req, a, out, dt, op)
         blocks = 1 if kind == "allreduce" else self.size
         k = off.split(kind, n, blocks, es, dt, op)
         if k is None:
             off.eligible(kind, n, blocks, es, dt, op)
             # one the rail would take when alive stays off the fast path: its calls must come
             # back here, where they count toward re-admitting the rail
-            req.offloaded = off.wants(kind, n, blocks, es, dt, op)
+            req.offloaded = off.wants(kind, n, blocks, es, dt, op) or (
+                kind == "allreduce" and off.small_wanted(n, es, dt, op))
             return self._execute(req)
         req.offloaded = True
         if kind == "allreduce":
@@ -183,6 +187,32 @@ class Executor:
             raise
         off.finish(job, out, time.perf_counter_ns() - t0,
                    lambda lo, hi: self._ina_rerun(kind, a, out, n, lo, hi, op, algo))
+
+    def _execute_ina_small(self, req, a, out, dt, op):
+        """A small allreduce whole on the INA service: one datagram up and one down per
+        rank, two hops. With failover it is lazy (failover.py): no closing vote, and it keeps
+        a copy of its result, which a rank that got none is sent (Failover.ina_small_failed),
+        so every rank holds the same bits. Without failover a lost service is an error here."""
+        req.offloaded = True  # never the fast path: every call comes back here
+        n, es = a.size, a.itemsize
+        inplace = req.spec[9]
+        plan = Plan([(-1, 0, n)], ALGO_INA, None, es)
+        req.schedule, req.plan = None, plan
+        voting = self._failover
+        inp = a.copy() if voting and inplace else a  # the input of a re-run on TCP
+        if not inplace:
+            np.copyto(out, a)
+        err = self._ina.run_small(out, dt, op)
+        if err is None:
+            self._st.ran(plan, plan, req.seq, req, voting, voting, out.copy() if voting else None)
+            return
+        if not voting:
+            raise RailSystemError(
+                f"nezha: rank {self.rank}: the INA rail at {self._ina.address} failed during "
+                f"{req.name} #{req.seq}, which ran whole on it; without failover (one TCP rail, "
+                f"or NEZHA_FAILOVER=n) that is an error (NEZHA_INA_SMALL=off keeps small "
+                f"allreduces on TCP): {err}") from err
+        self._fo.ina_small_failed(req, plan, out, inp, op)
 
     def _ina_rerun(self, kind, a, out, n, lo, hi, op, algo):
         """What the INA rail left of [lo, hi) (of every block), over the TCP rails."""

@@ -33,11 +33,14 @@ import time
 import types
 import weakref
 
+import numpy as np
+
 from nezha import log
 from nezha._core import engine as _eng
 from nezha.errors import (CollectiveMismatch, NezhaTimeout, PeerError, PeerUnreachable,
                           RailSystemError)
-from nezha.planner import Plan
+from nezha.buffers import address
+from nezha.planner import ALGO_INA, ALGO_TREE, Plan
 
 # Largest lazy collective: it keeps a copy of its input; above this a vote costs less.
 LAZY_MAX_BYTES = 256 << 10
@@ -318,13 +321,67 @@ class Failover:
         _, seq, tmpl, pplan, psnap = self.c._st.pending  # tmpl: the call's Request, or the
         # one the fast path's entry was made from (same buffers, only seq differs)
         preq = types.SimpleNamespace(name=tmpl.name, seq=seq, spec=tmpl.spec)
+        if pplan.algo == ALGO_INA:  # not re-run: sent, by the first rank that has it
+            self._ina_send_result(preq, pplan, table, k, None, psnap, req)
+            return
         self._repair(preq, pplan, mask, tmpl.retarget(), psnap, req)
 
-    def _repair(self, req, plan, mask, build, src, during=None):
+    def ina_small_failed(self, req, plan, out, inp, op):
+        """This rank got no result of its small INA allreduce (one datagram: all or nothing;
+        executor._execute_ina_small). Vote until it is settled: a rank that got it returned
+        from it (it is in a later collective), and the first such rank sends it to every rank
+        still here, so all hold the same bits (a re-run on TCP could round floats
+        differently). If none got it, every rank is here: the INA rail is left out on every
+        rank alike and the allreduce re-run on the TCP rails from the inputs."""
+        me = self.c._st.ncoll
+        while True:
+            table, _ = self._vote(req, me, 1, 0)
+            colls = [c for c, _, _ in table]
+            k = min(colls)
+            if k < me:  # a rank needs the lazy collective this rank returned from first
+                self._help_behind(table, k, req)
+                continue
+            if max(colls) > me:
+                self._ina_send_result(req, plan, table, me, out, None)
+                self.c._st.ran(plan, plan, req.seq, req, True, True, out.copy())
+                return
+            log.warn("HEALTH", f"{req.name} #{req.seq}: no rank got its result from the INA "
+                     "rail: re-running it on the TCP rails")
+            self.c._ina._drop()
+            self.c._st.ran(plan, plan, req.seq, req, False, True, None)
+            np.copyto(out, inp)
+            self.c._internal_allreduce(out, "ina small re-run", op)
+            return
+
+    def _ina_send_result(self, req, plan, table, k, out, kept, during=None):
+        """A small INA allreduce (collective k) that some ranks got no result of: the first
+        rank that has it (a rank past k in the vote table) broadcasts it over a fresh
+        connection, into out on the ranks that lack it and into scratch on the others."""
+        root = min(p for p, (c, _, _) in enumerate(table) if c > k)
+        n, es = plan.slices[0][2], plan.esize
+        if self.c.rank == root:
+            buf = kept
+        elif out is None:
+            buf = np.empty(n * es + 1, np.uint8)  # had it: takes part, keeps nothing
+        else:
+            buf = out
+        dst = address(buf)
+        bplan = Plan([(0, 0, n)], ALGO_TREE, None, es)
+        breq = types.SimpleNamespace(name=req.name, seq=req.seq,
+                                     spec=(_eng.COLL_BROADCAST, req.spec[1], 0, n, root))
+
+        def build(s, algo, chan, off, cnt, src, _keep=buf):
+            _eng.tree_broadcast(s, chan, root, dst + off * es, cnt, True)
+
+        self._repair(breq, bplan, 1, build, None, during, cut=False)
+
+    def _repair(self, req, plan, mask, build, src, during=None, cut=True):
         """Re-run slices (mask) of req over a fresh connection of a live rail, all ranks
         together. The live channels' streams may hold bytes of the next collective (ranks
-        ahead already started it), so the re-run cannot go through them."""
-        self._cut_channels(sorted({plan.slices[i][0] for i in _bits(mask)}), req)
+        ahead already started it), so the re-run cannot go through them. cut: the slices'
+        channels failed (not so for a result the INA rail did not deliver)."""
+        if cut:
+            self._cut_channels(sorted({plan.slices[i][0] for i in _bits(mask)}), req)
         live = [c for c, a in enumerate(self.c.planner.alive) if a and c not in self.cut]
         if not live:
             raise RailSystemError(

@@ -8,7 +8,8 @@ is posted, so every rank plans it after the same history of finished collectives
 import zlib
 
 from nezha import log
-from nezha.costmodel import HIER_CLEAR, RAIL_RATE, VOTE_COST, CostModel, Layout, bucket_of
+from nezha.costmodel import (HIER_CLEAR, INA_SMALL_BYTES, RAIL_RATE, VOTE_COST, CostModel, Layout,
+                             OffloadModel, bucket_of, ina_small_time)
 from nezha.topo import placement
 
 ALGO_RING = 1
@@ -18,8 +19,10 @@ ALGO_TREE = 4
 ALGO_DIRECT = 5
 ALGO_HIER = 6
 ALGO_RAB = 7
+ALGO_INA = 8  # whole on the INA service (no engine schedule; executor._execute_ina_small)
 ALGO_NAMES = {0: "direct", ALGO_RING: "ring", ALGO_RD: "rd", ALGO_CHAIN: "chain",
-              ALGO_TREE: "tree", ALGO_DIRECT: "direct", ALGO_HIER: "hier", ALGO_RAB: "rab"}
+              ALGO_TREE: "tree", ALGO_DIRECT: "direct", ALGO_HIER: "hier", ALGO_RAB: "rab",
+              ALGO_INA: "ina"}
 LAZY_MAX_BYTES = 256 << 10  # failover.LAZY_MAX_BYTES: larger collectives vote
 ROUND = 256  # shares are whole multiples of this many elements (when large enough)
 EQUAL_ENOUGH = 0.75  # a learned share at least this much of an equal one keeps its rail
@@ -83,6 +86,7 @@ class Planner:
         self._hier_memo = {}
         self._choice_memo = {}
         self._owners_memo = {}
+        self._ina_memo = {}
 
     def hier_groups(self, rank):
         """(ranks on rank's host, one rank per host at rank's local position); the second
@@ -253,6 +257,7 @@ class Planner:
                            [float(m) * 125e3 for m in mbps])
         self._choice_memo = {}
         self._hier_memo = {}
+        self._ina_memo = {}
 
     @property
     def algo(self):
@@ -265,11 +270,13 @@ class Planner:
         self._algo = value
         self._choice_memo = {}
         self._hier_memo = {}
+        self._ina_memo = {}
 
     def set_failover(self, on):
         """With failover, collectives that are not lazy end with a vote (in the model)."""
         self.failover = bool(on)
         self._choice_memo = {}
+        self._ina_memo = {}
 
     def _rails_used(self, nbytes):
         """Rails a split payload of nbytes goes over with equal shares: each at least
@@ -439,6 +446,45 @@ class Planner:
                 f"hosts, {self.layout.crowding:g} ranks per CPU, rails {rails} Mbit/s"
                 f"{', failover votes' if self.failover else ''}): "
                 + "; ".join(parts))
+
+    # ---- the INA rail: an offload channel beside the TCP rails ----------------------------
+    def set_offload(self, min_bytes, small="auto", small_bytes=0):
+        """An INA rail is configured: its split model (large collectives: costmodel.
+        OffloadModel), NEZHA_INA_SMALL and the largest small allreduce (one datagram:
+        NEZHA_INA_CHUNK, or INA_SMALL_BYTES when that is 0)."""
+        self.offload = OffloadModel(min_bytes)
+        self.ina_small_mode = small
+        self.ina_small_max = int(small_bytes) or INA_SMALL_BYTES
+        self._ina_memo = {}
+
+    def offload_split(self, kind, count, blocks, es):
+        """Elements [k, count) (of each block) to the INA rail: k (OffloadModel.split)."""
+        return self.offload.split(kind, count, blocks, es)
+
+    def ina_small(self, nbytes, recoverable=True):
+        """Whether an allreduce of nbytes (1 element or more) goes whole to the INA rail,
+        from what every rank holds alike: NEZHA_INA_SMALL, the layout, the configured rail
+        rates, and recoverable (failover is on: a service lost during one is recovered). Not
+        from learned rates: a lazy collective has no agreement to learn from."""
+        mode = getattr(self, "ina_small_mode", "off")
+        if mode == "off" or self.ranks < 2 or not 0 < nbytes <= self.ina_small_max:
+            return False
+        if mode == "on":
+            return True
+        return recoverable and self.ina_small_wins(nbytes)
+
+    def ina_small_wins(self, nbytes):
+        """The cost model's verdict: two hops through the service beat the fastest flat
+        allreduce on the TCP rails (rd for small payloads), memoized."""
+        got = self._ina_memo.get(nbytes)
+        if got is None:
+            rate = max(self.rail_rates)
+            tcp = min(self.flat_times("allreduce", nbytes).values())
+            got = ina_small_time(self.layout, nbytes, rate) < tcp
+            if len(self._ina_memo) >= 1024:
+                self._ina_memo.clear()
+            self._ina_memo[nbytes] = got
+        return got
 
     def allreduce(self, count, esize):
         """Plan for an allreduce of count elements."""

@@ -33,6 +33,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -359,6 +360,10 @@ typedef struct {
      * sure; die_seq 0 = never */
     uint32_t die_seq, die_chunk;
     ina_srv_stats_t st;
+    /* after a datagram, keep looking (poll 0 + sched_yield) this long before sleeping in
+     * poll(): the next collective's datagrams come within tens of microseconds and a
+     * wake-up from poll() costs about as much; 0 sleeps at once. Idle, it sleeps. */
+    int64_t spin_us, last_rx_us;
     /* receive batch */
     struct mmsghdr rmsg[INA_RX_BATCH];
     struct iovec riov[INA_RX_BATCH];
@@ -884,7 +889,13 @@ static int ina_server_run(ina_server_t *s) {
     }
     while (!s->stop) {
         struct pollfd pf = {s->fd, POLLIN, 0};
-        int r = poll(&pf, 1, 100);
+        int r = poll(&pf, 1, 0);
+        if (r == 0) {
+            if (s->spin_us > 0 && ina_now_us() - s->last_rx_us < s->spin_us)
+                sched_yield(); /* busy lately: look again soon (the loop's r stays 0) */
+            else
+                r = poll(&pf, 1, 100);
+        }
         s->now_ms = ina_now_ms();
         if (r < 0 && errno == EINTR) return -EINTR;
         if (s->now_ms - last_expire >= 100) {
@@ -902,6 +913,7 @@ static int ina_server_run(ina_server_t *s) {
             }
             int got = recvmmsg(s->fd, s->rmsg, INA_RX_BATCH, MSG_DONTWAIT, NULL);
             if (got <= 0) break;
+            if (s->spin_us > 0) s->last_rx_us = ina_now_us();
             for (int i = 0; i < got; i++) {
                 if (s->rmsg[i].msg_hdr.msg_flags & MSG_TRUNC) { s->st.malformed++; continue; }
                 ina_srv_dgram(s, s->rbuf[i], s->rmsg[i].msg_len, &s->rfrom[i]);
@@ -953,6 +965,11 @@ typedef struct {
     uint32_t peers_age_ms;
     uint16_t oldest_rank, pong_flags;
     uint16_t srv_version; /* the service's protocol version (1: allreduce only) */
+    /* before sleeping in poll() for results, keep looking this long (poll 0 +
+     * sched_yield) when the whole collective fits the window: a small collective's result
+     * comes back within one round trip, and a wake-up from poll() costs a good part of it
+     * (NEZHA_SPIN_US); 0 sleeps at once */
+    int64_t spin_us;
     char err[256];
 } ina_client_t;
 
@@ -1377,7 +1394,18 @@ static int ina_client_coll(ina_client_t *c, ina_geom_t *g, int dtype, int op, in
             if (ss[s].chunk >= 0 && ss[s].deadline_us < next) next = ss[s].deadline_us;
         int wait_ms = next > now ? (int)((next - now + 999) / 1000) : 0;
         struct pollfd pf = {c->fd, POLLIN, 0};
-        int pr = poll(&pf, 1, wait_ms);
+        int pr = 0;
+        /* spin only while the whole message is in flight (latency-bound: a small
+         * collective); a large one's thread sleeps, leaving the CPU to the TCP rails' */
+        if (c->spin_us > 0 && wait_ms > 0 && nch <= W) {
+            int64_t until = now + c->spin_us < next ? now + c->spin_us : next;
+            while ((pr = poll(&pf, 1, 0)) == 0 && ina_now_us() < until) sched_yield();
+            if (pr == 0) {
+                int64_t t = ina_now_us();
+                wait_ms = next > t ? (int)((next - t + 999) / 1000) : 0;
+            }
+        }
+        if (pr == 0) pr = poll(&pf, 1, wait_ms);
         if (pr < 0 && errno != EINTR) { rc = -errno; goto neterr; }
         now = ina_now_us();
         if (pr > 0) {

@@ -31,6 +31,7 @@ cdef extern from "nezha/nezha_ina.h" nogil:
         int stop
         uint32_t die_seq, die_chunk
         ina_srv_stats_t st
+        int64_t spin_us
 
     int ina_server_init(ina_server_t *s, const char *addr, int port, int nslots, int quota,
                         int64_t job_timeout_ms, int nsecrets, const uint8_t *const *secrets,
@@ -60,6 +61,7 @@ cdef extern from "nezha/nezha_ina.h" nogil:
         uint32_t peers_age_ms
         uint16_t oldest_rank
         uint16_t srv_version
+        int64_t spin_us
         char err[256]
 
     void ina_client_init(ina_client_t *c)
@@ -208,6 +210,10 @@ cdef class Server:
     def stop(self):
         """Make serve() return within about 100 ms."""
         self.s.stop = 1
+
+    def set_spin(self, double seconds):
+        """After a datagram, keep looking this long before sleeping in poll() (0: never)."""
+        self.s.spin_us = <int64_t>(seconds * 1e6)
 
     def die_at(self, uint32_t seq, uint32_t chunk):
         """Test hook: hear nothing more, and stop, at the first datagram of a job's
@@ -387,6 +393,10 @@ cdef class Client:
         other ranks then wait for this one while it is late, instead of failing the rail."""
         with nogil:
             ina_client_ping(&self.c)
+
+    def set_spin(self, double seconds):
+        """Before sleeping in poll() for results, keep looking this long (0: never)."""
+        self.c.spin_us = <int64_t>(seconds * 1e6)
 
     def set_late(self, double seconds):
         """How long a rank waits past the no-progress timeout while the service answers and

@@ -212,6 +212,12 @@ class InaClient:
             if not self._closed:
                 self._c.ping()
 
+    def set_spin(self, seconds):
+        """Before sleeping in poll() for results, keep looking this long (NEZHA_SPIN_US):
+        a small collective's result comes back within one round trip, and a wake-up from
+        poll() costs a good part of it. 0 sleeps at once."""
+        self._c.set_spin(float(seconds))
+
     def set_late(self, seconds):
         """How long to wait for a late rank that still reaches the service (NEZHA_TIMEOUT)."""
         self._c.set_late(float(seconds))

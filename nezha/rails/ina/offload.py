@@ -5,7 +5,8 @@ An allreduce of n elements is split at k: the TCP rails (the engine) reduce [0, 
 the INA service reduces [k, n) on a thread of its own (its C loop runs without the GIL).
 A reduce_scatter or allgather of blocks of n elements is split at k in every block: the TCP
 rails do [0, k) of each block, INA [k, n) of each. k comes from the two paths' measured
-rates (one pair per kind), so both finish together: per rank, the offloaded allreduce moves
+rates (one pair per kind, in the planner: costmodel.OffloadModel), so both finish together:
+per rank, the offloaded allreduce moves
 S each way, the ring 2(N-1)/N * S; the offloaded reduce_scatter S up and S/N down, the
 allgather S/N up and S down, their rings (N-1)/N * S each way; the rates measured include
 that.
@@ -18,6 +19,10 @@ rails, from its saved input, the part of [k, n) (of every block) that some rank 
 result for (results are final once they arrive: the service sends each chunk's result
 only when every rank's part is in), drop the INA rail, and try it again every
 READMIT_EVERY eligible collectives.
+
+A small allreduce (one datagram) may instead go whole to the service (Planner.ina_small:
+two hops against recursive doubling's log2(N) steps); it is lazy, and its failure is
+settled by the failover vote (Failover.ina_small_failed), not by an agreement here.
 """
 import threading
 import time
@@ -30,7 +35,6 @@ from nezha.rails.ina.client import InaClient, parse_addrs, reduce_support
 from nezha.types import ReduceOp
 
 READMIT_EVERY = 16   # eligible collectives between tries to register again after a failure
-EWMA = 0.5           # weight of the newest agreed rate
 KINDS = ("allreduce", "reduce_scatter", "allgather")
 
 
@@ -68,10 +72,12 @@ class InaOffload:
         self.client = None
         self.alive = False
         self.since_fail = 0
-        # agreed rates per kind, bytes of the whole buffers per second of each path (absent:
-        # not measured yet)
-        self.rate_tcp = {}
-        self.rate_ina = {}
+        # the split and its agreed rates live in the planner (costmodel.OffloadModel)
+        cfg = comm.config
+        comm.planner.set_offload(min_bytes, cfg["INA_SMALL"], int(cfg["INA_CHUNK"]))
+        self.model = comm.planner.offload
+        self.small = 0    # small allreduces run whole on the service
+        self.small_failures = 0
         self.offloads = 0
         self.failures = 0
         self.kept = 0     # failures after which part of the INA share was final (not re-run)
@@ -93,6 +99,7 @@ class InaOffload:
                                     tag=f"nz{self.generation}", timeout=max(self.timeout, 2.0))
             self.client.timeout = self.timeout  # no progress for this long: the rail failed
             self.client.set_late(c.timeout)     # unless every rank still reaches the service
+            self.client.set_spin(c.config["SPIN_US"] * 1e-6)  # a small result comes soon
             if init:  # one service answers every rank alike (re-admission agrees on it)
                 self.version = self.client.version
             _Heartbeat(self.client, c.config["HEARTBEAT"]).start()
@@ -110,13 +117,39 @@ class InaOffload:
         whole collective to TCP."""
         if not self.alive or not self.wants(kind, count, blocks, es, dt, op):
             return None
-        tcp, ina = self.rate_tcp.get(kind), self.rate_ina.get(kind)
-        f = 0.5 if tcp is None or ina is None else ina / (ina + tcp)  # cold: half, measured
-        k = int(count * (1.0 - f))
-        unit = blocks * es
-        if (count - k) * unit < self.min_bytes:
-            k = count - (self.min_bytes + unit - 1) // unit
-        return max(0, min(k, count))
+        return self.comm.planner.offload_split(kind, count, blocks, es)
+
+    # ---- small allreduces, whole on the service ----------------------------------------
+    def small_route(self, count, es, dt, op):
+        """Whether this allreduce goes whole to the service (Planner.ina_small), from what
+        every rank holds alike: the agreed alive state, the settings, the layout, and every
+        TCP rail alive (a collective that does not vote must not keep a dead rail from being
+        re-admitted). Counts toward re-admitting the rail while it is left out."""
+        c = self.comm
+        if not self.small_wanted(count, es, dt, op):
+            return False
+        if not self.alive:
+            self.eligible("allreduce", count, 1, es, dt, op, small=True)
+            return False
+        return not c._failover or all(c.planner.alive)
+
+    def small_wanted(self, count, es, dt, op):
+        """Whether the rail takes this allreduce whole while alive (small_route without the
+        state of the rails)."""
+        return (self.comm.planner.ina_small(count * es, self.comm._failover)
+                and reduce_support(dt, op))
+
+    def run_small(self, out, dt, op):
+        """out (one datagram's worth) reduced in place over the service; the error, or None.
+        Never partial: the result is one datagram, all or nothing."""
+        self.small += 1
+        try:
+            self.client.allreduce(out, op, dt)
+        except NezhaError as exc:
+            self.small_failures += 1
+            log.warn("HEALTH", f"INA rail at {self.address}: small allreduce failed: {exc}")
+            return exc
+        return None
 
     def start(self, kind, a, out, k, n, dt, op):
         """Put [k, n) (of every block) on the service now; returns the job for finish().
@@ -185,14 +218,17 @@ class InaOffload:
             return
         self.offloads += 1
         es = out.itemsize * (1 if kind == "allreduce" else self.comm.size)
-        if k > 0:
-            self._learn(self.rate_tcp, kind, k * es / max(agreed[1], 1) * 1e9)
-        self._learn(self.rate_ina, kind, (n - k) * es / max(agreed[2], 1) * 1e9)
+        self.model.learn(kind, k * es, int(agreed[1]), (n - k) * es, int(agreed[2]))
 
-    @staticmethod
-    def _learn(rates, kind, rate):
-        old = rates.get(kind)
-        rates[kind] = rate if old is None else EWMA * rate + (1 - EWMA) * old
+    @property
+    def rate_tcp(self):
+        """Agreed rates of the TCP share per kind (costmodel.OffloadModel)."""
+        return self.model.rate_tcp
+
+    @property
+    def rate_ina(self):
+        """Agreed rates of the INA share per kind (costmodel.OffloadModel)."""
+        return self.model.rate_ina
 
     def _drop(self):
         self.alive = False
@@ -203,9 +239,9 @@ class InaOffload:
             except Exception:  # noqa: BLE001 - it failed already; nothing to keep
                 pass
             self.client = None
-        self.rate_ina = {}
+        self.model.forget()
         log.warn("HEALTH", f"INA rail at {self.address} left out; trying it again every "
-                 f"{READMIT_EVERY} large collectives it could take")
+                 f"{READMIT_EVERY} collectives it could take")
 
     def wants(self, kind, count, blocks, es, dt, op):
         """Whether this collective (blocks of count elements) is one the rail takes a part of
@@ -215,10 +251,10 @@ class InaOffload:
                 and (kind == "allgather" or reduce_support(dt, op))
                 and (kind == "allreduce" or self.version >= 2))
 
-    def eligible(self, kind, count, blocks, es, dt, op):
-        """Called for every such collective alike on every rank: counts toward
-        re-admission."""
-        if self.alive or not self.wants(kind, count, blocks, es, dt, op):
+    def eligible(self, kind, count, blocks, es, dt, op, small=False):
+        """Called for every such collective alike on every rank (small: one small_route
+        sends to the rail when alive): counts toward re-admission."""
+        if self.alive or not (small or self.wants(kind, count, blocks, es, dt, op)):
             return
         self.since_fail += 1
         if self.since_fail < READMIT_EVERY:
