@@ -899,6 +899,7 @@ def markdown(doc):
         for r in fails:
             why = r.get("error") or "; ".join(r["placement"]["why"])
             lines.append(f"- rep {r['rep'] + 1} {r['collective']} {r['system']}: {why}")
+    lines += _zerocopy_lines(doc)
     if doc.get("mptcp"):
         mp = [r for r in doc["runs"] if r.get("mptcp_counters")]
         joins = sum(r["mptcp_counters"].get("MPJoinAckRx", 0) + r["mptcp_counters"].get("MPJoinSynAckRx", 0)
@@ -924,6 +925,26 @@ def markdown(doc):
             if name in doc["summary"].get(coll, {}):
                 lines += ["```"] + osu_table(doc, coll, name) + ["```", ""]
     return "\n".join(lines) + "\n"
+
+
+def _zerocopy_lines(doc):
+    """Per system with NEZHA_ZEROCOPY=on: rank 0's zero-copy counters summed over its runs
+    (did the kernel take the pages, or copy anyway: loopback and veth copy at delivery)."""
+    tot = {}
+    for r in doc["runs"]:
+        st = (r.get("doc") or {}).get("stats") or {}
+        z = st.get("zerocopy")
+        if z:
+            t = tot.setdefault(r["system"], dict.fromkeys(list(z) + ["sent"], 0))
+            for k, v in z.items():
+                t[k] = t.get(k, 0) + v
+            t["sent"] += sum(x.get("bytes_sent", 0) for x in (st.get("rails") or {}).values())
+    return ["", "Zero-copy (rank 0, all runs): " + "; ".join(
+        f"{name}: {t['sends']} sends ({t['bytes'] / 1e9:.2f} of {t['sent'] / 1e9:.2f} GB sent) "
+        f"without a copy, of which the "
+        f"kernel copied {t['copied']} at delivery; {t['nobufs']} ENOBUFS and {t['full']} "
+        f"table-full fallbacks, {t['in_flight']} left in flight" for name, t in tot.items())
+        ] if tot else []
 
 
 README_SIZES = (4, 1 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20)

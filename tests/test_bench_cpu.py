@@ -161,3 +161,16 @@ def test_faster_lab_rates_parse(text, bps):
     from nezha.lab.shaping import parse_rates
     assert parse_rates(text, 2) == [bps, bps]
     assert compare._rate_text(bps) in ("800mbit", "1600mbit")
+
+
+def test_zero_copy_counters_reach_the_markdown():
+    z = {"sends": 3, "bytes": 2e9, "copied": 3, "nobufs": 1, "full": 0, "in_flight": 0}
+    stats = {"zerocopy": z, "rails": {"rail0": {"bytes_sent": 3e9}, "rail1": {"bytes_sent": 1e9}}}
+    doc = {"runs": [{"system": "nezha-all-zc", "doc": {"stats": stats}},
+                    {"system": "nezha-all-zc", "doc": {"stats": stats}},
+                    {"system": "nezha-all", "doc": {"stats": {"zerocopy": None}}},
+                    {"system": "mpi-all", "doc": {"stats": {}}}]}
+    (line,) = [x for x in compare._zerocopy_lines(doc) if x]
+    assert "nezha-all-zc: 6 sends (4.00 of 8.00 GB sent)" in line and "copied 6" in line
+    assert "2 ENOBUFS" in line and "nezha-all:" not in line
+    assert compare._zerocopy_lines({"runs": doc["runs"][2:]}) == []
