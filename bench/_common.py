@@ -269,7 +269,8 @@ def settle(world, step, barrier):
 def time_loop(step, barrier, iterations, warmup, barrier_each=True, cpu=None):
     """OSU loop: warm-up, then time each step; barrier after each call, outside the timer.
     cpu: a list that gets this process's (user, system) CPU seconds summed over the timed
-    calls, read around each call outside the timer (warm-up and barriers excluded)."""
+    calls, read around each call outside the timer (warm-up and barriers excluded), then
+    (user, system) over the whole timed loop (barriers and what threads did between calls)."""
     for _ in range(warmup):
         step()
         if barrier_each:
@@ -279,6 +280,7 @@ def time_loop(step, barrier, iterations, warmup, barrier_each=True, cpu=None):
     clock = time.perf_counter
     usage = loop_cpu_seconds if cpu is not None else None
     user = system = 0.0
+    start = usage() if usage else None
     for i in range(iterations):
         if usage:
             u0, s0 = usage()
@@ -292,7 +294,8 @@ def time_loop(step, barrier, iterations, warmup, barrier_each=True, cpu=None):
         if barrier_each:
             barrier()
     if cpu is not None:
-        cpu[:] = [user, system]
+        end = usage()
+        cpu[:] = [user, system, end[0] - start[0], end[1] - start[1]]
     return samples
 
 
@@ -403,8 +406,11 @@ def run_benchmark(test, collective, args, prepare, cols, measure=None, min_bytes
             user = world.allreduce(cpu[0], op=_mpi().SUM)
             system = world.allreduce(cpu[1], op=_mpi().SUM)
             bus = case.nbytes * BUSBW_FACTORS[collective](be.size)
+            loop = world.allreduce(cpu[2] + cpu[3], op=_mpi().SUM)
             cpu_doc = dict(cpu_user_s=user, cpu_sys_s=system, bus_bytes=bus,
-                           cpu_s_per_gb=cpu_s_per_gb(user + system, be.size, iters, bus))
+                           cpu_s_per_gb=cpu_s_per_gb(user + system, be.size, iters, bus),
+                           cpu_loop_s=loop,
+                           cpu_loop_s_per_gb=cpu_s_per_gb(loop, be.size, iters, bus))
         if rank == 0:
             print(data_row(cols, size, value, st["min"] * 1e6, st["max"] * 1e6, iters, valid,
                            tails, (ab, bb)), flush=True)

@@ -654,7 +654,9 @@ def limit_gbps(lab_rates, rails):
 CPU_HOW = ("the ranks' user + system CPU seconds (getrusage of each rank's process, all its "
            "threads) over the timed calls only (read around each call; warm-up, start-up and the "
            "barriers between calls excluded), divided by the GB (1e9 B) moved: ranks x timed calls "
-           "x busbw bytes per rank (S x the nccl-tests factor); median over repetitions")
+           "x busbw bytes per rank (S x the nccl-tests factor); median over repetitions. "
+           "cpu_loop_s_per_gb in the JSON counts the whole timed loop instead (the barriers "
+           "between calls and what threads did meanwhile)")
 
 
 def _median_of(rs, key):
@@ -688,6 +690,7 @@ def summarize(doc_runs, systems_meta, nranks):
                              "busbw_gbps": bb, "pct_limit": 100 * bb / lim if lim else None,
                              "reps": len(rs), "iterations": sum(r["iterations"] for r in rs),
                              "cpu_s_per_gb": _median_of(rs, "cpu_s_per_gb"),
+                             "cpu_loop_s_per_gb": _median_of(rs, "cpu_loop_s_per_gb"),
                              "cpu_user_s": _median_of(rs, "cpu_user_s"),
                              "cpu_sys_s": _median_of(rs, "cpu_sys_s")})
             out[coll][name] = rows

@@ -86,9 +86,11 @@ def test_time_loop_reports_cpu_of_the_timed_calls_only():
             pass
     cpu = []
     samples = _common.time_loop(lambda: burn(0.01), lambda: burn(0.05), 3, 2, cpu=cpu)
-    assert len(samples) == 3 and len(cpu) == 2
+    assert len(samples) == 3 and len(cpu) == 4
     # 3 timed calls of 10 ms CPU each; warm-up (2 x 10 ms) and barriers (6 x 50 ms) excluded
     assert 0.03 <= cpu[0] + cpu[1] < 0.03 + 0.05
+    # the whole loop: the 3 calls and the 3 barriers after them (and the one before: warm-up)
+    assert 0.03 + 3 * 0.05 <= cpu[2] + cpu[3] < 0.03 + 4 * 0.05 + 0.05
 
 
 def _mpirun():
@@ -116,6 +118,7 @@ def test_osu_json_has_cpu_per_gb(tmp_path, backend):
     assert cpu <= 2 * (r["max_us"] * 1e-6 * r["iterations"] + 0.05) * os.cpu_count()
     assert r["bus_bytes"] == r["nbytes"]  # 2 ranks: factor 2 (n - 1) / n = 1
     assert r["cpu_s_per_gb"] == pytest.approx(cpu / (2 * r["iterations"] * r["nbytes"] / 1e9))
+    assert r["cpu_loop_s"] >= cpu * 0.99 and r["cpu_loop_s_per_gb"] >= r["cpu_s_per_gb"] * 0.99
 
 
 def _run(system, rep, size, cpu):

@@ -228,12 +228,16 @@ static inline void nz_op_finished(nz_engine_t *e, const nz_op_t *o, int64_t t0) 
 /* Is memory [lo, hi) still read by a zero-copy send that a transport took earlier? Then
  * nothing may be written there yet: the kernel would put the new bytes on the wire (a
  * ring's later step receives into the chunk it sent before). Marks the endpoints the loop
- * must wake for. A channel set aside is not waited for (its stream is dropped). */
+ * must wake for. A channel set aside, or on a rail the planner gave up, is not waited for
+ * (its stream is out of step and gets dropped; its peer reads none of it). */
 static inline int nz_tx_busy(nz_engine_t *e, const char *lo, const char *hi) {
     int busy = 0;
     for (int32_t i = 0; i < e->nep; i++) {
         nz_ep_t *p = &e->eps[i];
         if (!p->tr || !p->tr->tx_busy || nz_chan_dead(e, p->chan)) continue;
+        if (e->live_rails && e->chan_rail && p->chan >= 0 && p->chan < e->nchan &&
+            e->chan_rail[p->chan] < 64 && !(e->live_rails >> e->chan_rail[p->chan] & 1))
+            continue;
         if (p->tr->tx_busy(p->tx, lo, hi) > 0) { p->zc_wait = 1; busy = 1; }
     }
     e->zc_wait |= busy;

@@ -52,9 +52,11 @@ typedef struct {
     uint64_t zc_sends, zc_bytes, zc_copied, zc_nobufs, zc_full;
 } nz_tcp_ep_t;
 
-/* Read every completion on the error queue; advance zc_tail past completed sends. */
-static void nz_tcp_zc_reap(nz_tcp_ep_t *t) {
+/* Read every completion on the error queue; advance zc_tail past completed sends.
+ * Returns how many sends completed. */
+static int nz_tcp_zc_reap(nz_tcp_ep_t *t) {
     char cbuf[256];
+    int got = 0;
     for (;;) {
         struct msghdr mh;
         memset(&mh, 0, sizeof(mh));
@@ -77,6 +79,7 @@ static void nz_tcp_zc_reap(nz_tcp_ep_t *t) {
             for (uint32_t id = lo;; id++) {
                 if (id - t->zc_tail < inflight && !t->zc_done[id % NZ_ZC_SLOTS]) {
                     t->zc_done[id % NZ_ZC_SLOTS] = 1;
+                    got++;
                     if (ee.ee_code & SO_EE_CODE_ZEROCOPY_COPIED) t->zc_copied++;
                 }
                 if (id == hi) break;
@@ -87,6 +90,7 @@ static void nz_tcp_zc_reap(nz_tcp_ep_t *t) {
         t->zc_done[t->zc_tail % NZ_ZC_SLOTS] = 0;
         t->zc_tail++;
     }
+    return got;
 }
 
 /* Does a send in flight still read memory in [lo, hi)? */
@@ -164,8 +168,13 @@ static ssize_t nz_tcp_recv(void *ctx, char *buf, size_t len) {
 }
 
 static int nz_tcp_pollfds(void *ctx, int want_in, int want_out, struct pollfd *pf, int max) {
+    nz_tcp_ep_t *t = (nz_tcp_ep_t *)ctx;
+    /* Completions left on the error queue keep POLLERR up, and poll would return at once
+     * forever: collect them before sleeping. Some completed: a write or the run's end
+     * may be free to go, so look again instead of sleeping. */
+    if (t->zc_tail != t->zc_next && nz_tcp_zc_reap(t) > 0) return NZ_TR_READY;
     if (max < 1) return 0;
-    pf[0].fd = ((nz_tcp_ep_t *)ctx)->fd;
+    pf[0].fd = t->fd;
     pf[0].events = (short)((want_in ? POLLIN : 0) | (want_out ? POLLOUT : 0));
     pf[0].revents = 0;
     return 1;
