@@ -5,6 +5,8 @@ leak into what the kernel still sends; no send is left in flight when a call ret
 counters show the kernel took sends without a copy (on loopback it reports them copied
 at delivery). Off by default: no counters at all (tests/workers/zerocopy_worker.py)."""
 import os
+import shutil
+import subprocess
 
 import pytest
 
@@ -39,3 +41,18 @@ def test_zero_copy_off_by_default_has_no_counters():
     for code, res, out in results:
         assert code == 0 and res, out[-3000:]
         assert res["nfail"] == 0 and res["zerocopy"] is None
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
+def test_tcp_transport_holds_unacknowledged_memory(tmp_path):
+    """nezha_tcp.h alone over a loopback connection (tests/fixtures/zc_tcp_check.c): while
+    the receiver reads nothing, tx_busy reports the memory of the unacknowledged zero-copy
+    sends (and not memory never sent); once all is read, byte for byte as sent, every send
+    completes; sends under the threshold and two-buffer sends copy."""
+    exe = str(tmp_path / "zc")
+    src = os.path.join(ROOT, "tests", "fixtures", "zc_tcp_check.c")
+    cc = subprocess.run(["gcc", "-O1", "-Wall", "-Werror", "-I", os.path.join(ROOT, "include"),
+                         "-o", exe, src], capture_output=True, text=True, timeout=120)
+    assert cc.returncode == 0, cc.stderr[-3000:]
+    p = subprocess.run([exe], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and p.stdout.startswith("OK sends="), p.stdout + p.stderr
