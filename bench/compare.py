@@ -105,6 +105,10 @@ SYSTEMS = [
     System("nezha-all-zc", "nezha on all rails, zero-copy TCP sends (NEZHA_ZEROCOPY=on)",
            "nezha", "all", env=(("NEZHA_SOCKET_IFNAME", "{ifnames}"), ("NEZHA_ZEROCOPY", "on")),
            when="named"),
+    System("nezha-all-zc16k", "nezha on all rails, zero-copy TCP sends from 16 KiB "
+           "(NEZHA_ZEROCOPY=on, NEZHA_ZEROCOPY_MIN=16k: more of a pipeline's pieces qualify)",
+           "nezha", "all", env=(("NEZHA_SOCKET_IFNAME", "{ifnames}"), ("NEZHA_ZEROCOPY", "on"),
+                                ("NEZHA_ZEROCOPY_MIN", "16k")), when="named"),
     System("nezha-all-nofo", "nezha on all rails without failover (NEZHA_FAILOVER=n: no vote)",
            "nezha", "all", env=(("NEZHA_SOCKET_IFNAME", "{ifnames}"), ("NEZHA_FAILOVER", "n")),
            collectives=("allreduce",), when="multi"),
