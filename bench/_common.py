@@ -17,6 +17,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from nezha._version import __version__  # noqa: E402  (path set up just above)
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _cpu import cpu_s_per_gb, loop_cpu_seconds  # noqa: E402
+
 FIELD_WIDTH = 20        # OSU FIELD_WIDTH
 FLOAT_PRECISION = 2     # OSU FLOAT_PRECISION
 SIZE_WIDTH = 10         # OSU prints "# Size" / the size with %-10
@@ -263,8 +266,11 @@ def settle(world, step, barrier):
     time_loop(step, barrier, 0, iters)
 
 
-def time_loop(step, barrier, iterations, warmup, barrier_each=True):
-    """OSU loop: warm-up, then time each step; barrier after each call, outside the timer."""
+def time_loop(step, barrier, iterations, warmup, barrier_each=True, cpu=None):
+    """OSU loop: warm-up, then time each step; barrier after each call, outside the timer.
+    cpu: a list that gets this process's (user, system) CPU seconds summed over the timed
+    calls, read around each call outside the timer (warm-up and barriers excluded), then
+    (user, system) over the whole timed loop (barriers and what threads did between calls)."""
     for _ in range(warmup):
         step()
         if barrier_each:
@@ -272,12 +278,24 @@ def time_loop(step, barrier, iterations, warmup, barrier_each=True):
     barrier()
     samples = np.empty(iterations)
     clock = time.perf_counter
+    usage = loop_cpu_seconds if cpu is not None else None
+    user = system = 0.0
+    start = usage() if usage else None
     for i in range(iterations):
+        if usage:
+            u0, s0 = usage()
         t0 = clock()
         step()
         samples[i] = clock() - t0
+        if usage:
+            u1, s1 = usage()
+            user += u1 - u0
+            system += s1 - s0
         if barrier_each:
             barrier()
+    if cpu is not None:
+        end = usage()
+        cpu[:] = [user, system, end[0] - start[0], end[1] - start[1]]
     return samples
 
 
@@ -345,9 +363,12 @@ def run_benchmark(test, collective, args, prepare, cols, measure=None, min_bytes
 
     be = make_backend(args)
     world, rank = be.world, be.rank
+    cpu = None
     if measure is None:
+        cpu = []
+
         def measure(be, case, iters, warm):
-            return time_loop(case.step, be.barrier, iters, warm)
+            return time_loop(case.step, be.barrier, iters, warm, cpu=cpu)
 
     def algorithm_for(nbytes):
         return "point-to-point" if collective == "pt2pt" else be.algorithm_for(nbytes, collective)
@@ -379,6 +400,17 @@ def run_benchmark(test, collective, args, prepare, cols, measure=None, min_bytes
             tails = [osu_percentile(lat_us, p) for p in cols.percentiles]
         ab = algbw(case.nbytes, st["avg"])
         bb = ab * BUSBW_FACTORS[collective](be.size)
+        cpu_doc = {}
+        if cpu:
+            # every rank's CPU over its timed calls, summed; per GB of busbw bytes moved
+            user = world.allreduce(cpu[0], op=_mpi().SUM)
+            system = world.allreduce(cpu[1], op=_mpi().SUM)
+            bus = case.nbytes * BUSBW_FACTORS[collective](be.size)
+            loop = world.allreduce(cpu[2] + cpu[3], op=_mpi().SUM)
+            cpu_doc = dict(cpu_user_s=user, cpu_sys_s=system, bus_bytes=bus,
+                           cpu_s_per_gb=cpu_s_per_gb(user + system, be.size, iters, bus),
+                           cpu_loop_s=loop,
+                           cpu_loop_s_per_gb=cpu_s_per_gb(loop, be.size, iters, bus))
         if rank == 0:
             print(data_row(cols, size, value, st["min"] * 1e6, st["max"] * 1e6, iters, valid,
                            tails, (ab, bb)), flush=True)
@@ -389,7 +421,7 @@ def run_benchmark(test, collective, args, prepare, cols, measure=None, min_bytes
                 bandwidth_mbps=value if bandwidth else None, iterations=iters,
                 warmup=warm + (PROBE_CALLS if args.time_budget else 0),
                 algorithm=algorithm_for(size), validation=valid,
-                samples_us=np.round(raw * 1e6, 3).tolist()))
+                samples_us=np.round(raw * 1e6, 3).tolist(), **cpu_doc))
     stats = be.stats()
     if rank == 0 and args.json:
         write_json(args.json, dict(

@@ -61,8 +61,9 @@ class System:
     mptcp        run under LD_PRELOAD=libnzmptcp.so with MPTCP endpoints on the other rails;
                  the application is given `rails` but its traffic must appear on every rail.
     collectives  which collectives the row applies to.
-    when         "always", "unequal" (only when the rails' rates differ), "multi" (>= 2 rails) or
-                 "ina" (the lab runs an INA service: `nezha bench compare --ina RAIL`).
+    when         "always", "unequal" (only when the rails' rates differ), "multi" (>= 2 rails),
+                 "ina" (the lab runs an INA service: `nezha bench compare --ina RAIL`) or
+                 "named" (>= 2 rails, and only when named in --systems: an experiment).
     env values may name {ifnames} (the system's rails) and {tcp_ifnames} (those without INA).
     """
 
@@ -101,6 +102,13 @@ SYSTEMS = [
     System("nezha-all-equal", "nezha on all rails, static equal split (NEZHA_SPLIT=equal)",
            "nezha", "all", env=(("NEZHA_SOCKET_IFNAME", "{ifnames}"), ("NEZHA_SPLIT", "equal")),
            collectives=("allreduce",), when="unequal"),
+    System("nezha-all-zc", "nezha on all rails, zero-copy TCP sends (NEZHA_ZEROCOPY=on)",
+           "nezha", "all", env=(("NEZHA_SOCKET_IFNAME", "{ifnames}"), ("NEZHA_ZEROCOPY", "on")),
+           when="named"),
+    System("nezha-all-zc16k", "nezha on all rails, zero-copy TCP sends from 16 KiB "
+           "(NEZHA_ZEROCOPY=on, NEZHA_ZEROCOPY_MIN=16k: more of a pipeline's pieces qualify)",
+           "nezha", "all", env=(("NEZHA_SOCKET_IFNAME", "{ifnames}"), ("NEZHA_ZEROCOPY", "on"),
+                                ("NEZHA_ZEROCOPY_MIN", "16k")), when="named"),
     System("nezha-all-nofo", "nezha on all rails without failover (NEZHA_FAILOVER=n: no vote)",
            "nezha", "all", env=(("NEZHA_SOCKET_IFNAME", "{ifnames}"), ("NEZHA_FAILOVER", "n")),
            collectives=("allreduce",), when="multi"),
@@ -150,7 +158,7 @@ def applicable(system, lab, collective=None):
     """Does this row exist in this lab (and for this collective)?"""
     if system.rails != "all" and int(system.rails[4:]) >= lab.rails:
         return False
-    if system.when == "multi" and lab.rails < 2:
+    if system.when in ("multi", "named") and lab.rails < 2:
         return False
     if system.when == "unequal" and len(set(lab.spec.rates)) < 2:
         return False
@@ -166,7 +174,7 @@ def select_systems(lab, names=None):
         bad = [n for n in names if n not in known]
         if bad:
             raise ValueError(f"unknown systems {bad}; known: {', '.join(sorted(known))}")
-    return [s for s in SYSTEMS if applicable(s, lab) and (not names or s.name in names)]
+    return [s for s in SYSTEMS if applicable(s, lab) and (s.name in names if names else s.when != "named")]
 
 
 # ---------------------------------------------------------------- commands
@@ -188,6 +196,8 @@ class Options:
     max_other_share: float = 0.02       # an unclaimed rail may carry at most this share
     validate: bool = False              # OSU -c (one extra checked call per size)
     latency_floor: bool = True
+    lab_check: bool = True              # raw TCP ring streams at the lab's rates, each repetition
+    lab_check_seconds: float = 3.0
     quick: bool = False
 
 
@@ -522,6 +532,49 @@ def run_latency_floor(lab, opts, tmpdir, rep=0, log=None):
     return rec
 
 
+LAB_REACHES_PCT = 95.0   # the lab "reaches" a rate when its raw TCP ring holds this much of it
+
+
+def run_lab_check(lab, opts, rep=0, log=None):
+    """Raw TCP at the lab's rates (the ring of `nezha lab check`): every host sends to its
+    successor on every rail at once, a multi-rail ring's traffic with no collective stack;
+    each stream's goodput as % of its rail's rate. Tells whether the lab itself reaches the
+    rate in this run (LAB.md: at 1600 Mbit/s the 2 CPUs are nearly the bottleneck)."""
+    from nezha.lab.launch import stream_test
+    ring = [(h, (h + 1) % lab.hosts, r) for h in range(lab.hosts) for r in range(lab.rails)]
+    rec = {"rep": rep, "streams": [list(f) for f in ring], "seconds": opts.lab_check_seconds,
+           "how": "nezha.lab.launch.stream_test: plain TCP sockets, host i -> i+1 on every rail "
+                  "at once, 1 s warm-up"}
+    t0 = time.monotonic()
+    try:
+        got, busy, own = stream_test(lab, ring, 1.0, opts.lab_check_seconds)
+        pct = [100 * g / lab.spec.rates[r] for g, (_, _, r) in zip(got, ring)]
+        rec.update(pct=pct, min_pct=min(pct), median_pct=statistics.median(pct),
+                   rail_min_pct={f"rail{r}": min(p for p, f in zip(pct, ring) if f[2] == r)
+                                 for r in range(lab.rails)},
+                   cpu_busy_pct=busy, streams_cpu_pct=own)
+    except Exception as e:  # noqa: BLE001 - a failed check is reported, the suite goes on
+        rec["error"] = f"{type(e).__name__}: {e}"
+    rec["wall_s"] = time.monotonic() - t0
+    if log:
+        log(f"rep {rep + 1} lab raw TCP ring ({len(ring)} streams)  {rec['wall_s']:5.1f} s  "
+            + (f"min {rec['min_pct']:.1f}% median {rec['median_pct']:.1f}% of the rate, "
+               f"CPU busy {rec['cpu_busy_pct']:.0f}%" if "error" not in rec
+               else f"FAILED: {rec['error']}"))
+    return rec
+
+
+def lab_reach(checks):
+    """The lab check's verdict over the repetitions: median of each run's weakest stream, and
+    whether that is >= LAB_REACHES_PCT (None when no check ran)."""
+    mins = [c["min_pct"] for c in checks if "min_pct" in c]
+    if not mins:
+        return {"min_pct": None, "reaches": None, "threshold_pct": LAB_REACHES_PCT}
+    m = statistics.median(mins)
+    return {"min_pct": m, "reaches": m >= LAB_REACHES_PCT, "threshold_pct": LAB_REACHES_PCT,
+            "runs": len(mins)}
+
+
 def floor_us(latency_runs):
     """One-way latency floor: the smallest per-run average at the smallest size (0 B)."""
     vals = []
@@ -541,7 +594,7 @@ def run_suite(lab, opts, out_dir, command="", log=print):
     systems = select_systems(lab, list(opts.systems) or None)
     t_start = time.monotonic()
     started = datetime.datetime.now().astimezone()
-    runs, lat_runs, failed, reps_done = [], [], {}, 0
+    runs, lat_runs, checks, failed, reps_done = [], [], [], {}, 0
     mptcp = Mptcp(lab) if any(s.mptcp for s in systems) else None
     mptcp_info = {}
     log(f"# nezha bench compare: lab {lab.name} ({lab.hosts} hosts x {lab.rails} rails at "
@@ -566,6 +619,8 @@ def run_suite(lab, opts, out_dir, command="", log=print):
                         break
                 if opts.latency_floor:
                     lat_runs.append(run_latency_floor(lab, opts, tmpdir, rep, log))
+                if opts.lab_check:
+                    checks.append(run_lab_check(lab, opts, rep, log))
                 order = 0
                 for coll, rows in plan:
                     k = rep % max(1, len(rows))
@@ -586,7 +641,7 @@ def run_suite(lab, opts, out_dir, command="", log=print):
                 mptcp_info["endpoints_left_after"] = left
     wall = time.monotonic() - t_start
     doc = build_document(lab, systems, opts, runs, lat_runs, reps_done, wall, started, command,
-                         mptcp_info)
+                         mptcp_info, checks)
     write_outputs(doc, out_dir, log)
     return doc
 
@@ -604,6 +659,19 @@ def _rate_text(bps):
 def limit_gbps(lab_rates, rails):
     """Physical busbw limit in GB/s: the sum of the rates of the rails used."""
     return sum(lab_rates[r] for r in rails) / 8 / 1e9
+
+
+CPU_HOW = ("the ranks' user + system CPU seconds (getrusage of each rank's process, all its "
+           "threads) over the timed calls only (read around each call; warm-up, start-up and the "
+           "barriers between calls excluded), divided by the GB (1e9 B) moved: ranks x timed calls "
+           "x busbw bytes per rank (S x the nccl-tests factor); median over repetitions. "
+           "cpu_loop_s_per_gb in the JSON counts the whole timed loop instead (the barriers "
+           "between calls and what threads did meanwhile)")
+
+
+def _median_of(rs, key):
+    vals = [r[key] for r in rs if r.get(key) is not None]
+    return statistics.median(vals) if vals else None
 
 
 def summarize(doc_runs, systems_meta, nranks):
@@ -630,12 +698,17 @@ def summarize(doc_runs, systems_meta, nranks):
                              "min_avg_us": min(r["avg_us"] for r in rs),
                              "max_avg_us": max(r["avg_us"] for r in rs),
                              "busbw_gbps": bb, "pct_limit": 100 * bb / lim if lim else None,
-                             "reps": len(rs), "iterations": sum(r["iterations"] for r in rs)})
+                             "reps": len(rs), "iterations": sum(r["iterations"] for r in rs),
+                             "cpu_s_per_gb": _median_of(rs, "cpu_s_per_gb"),
+                             "cpu_loop_s_per_gb": _median_of(rs, "cpu_loop_s_per_gb"),
+                             "cpu_user_s": _median_of(rs, "cpu_user_s"),
+                             "cpu_sys_s": _median_of(rs, "cpu_sys_s")})
             out[coll][name] = rows
     return out
 
 
-def build_document(lab, systems, opts, runs, lat_runs, reps, wall, started, command, mptcp_info):
+def build_document(lab, systems, opts, runs, lat_runs, reps, wall, started, command, mptcp_info,
+                   lab_checks=()):
     """The JSON document: lab, systems, every run (samples + counters), the summary."""
     rates = list(lab.spec.rates)
     smeta = {}
@@ -685,12 +758,14 @@ def build_document(lab, systems, opts, runs, lat_runs, reps, wall, started, comm
                    "busbw_per_rail_gbps": [limit_gbps(rates, [r]) for r in range(lab.rails)],
                    "latency_floor_us": lat,
                    "latency_floor_how": "osu_latency.py ping-pong, Open MPI TCP BTL on rail0, "
-                                        "hosts 0 and 1, one-way = RTT/2 at 0 B, min over repetitions"},
+                                        "hosts 0 and 1, one-way = RTT/2 at 0 B, min over repetitions",
+                   "lab_raw_tcp": lab_reach(lab_checks)},
         "systems": smeta, "libraries": libs, "reference": REFERENCE, "mptcp": mptcp_info,
         "summary": summary,
-        "runs": runs, "latency_runs": lat_runs,
+        "runs": runs, "latency_runs": lat_runs, "lab_checks": list(lab_checks),
         "notes": "samples_us in runs[].doc.results[] are rank 0's per-iteration times; "
-                 "counters_before/after are every host's rail (and mgmt) tx/rx bytes around the run",
+                 "counters_before/after are every host's rail (and mgmt) tx/rx bytes around the run; "
+                 "cpu_s_per_gb = " + CPU_HOW,
     }
 
 
@@ -717,6 +792,27 @@ def ratio_table(doc, coll, sizes=None):
         for n in others:
             b = base[n].get(size)
             cells.append(_f(b["avg_us"] / r["avg_us"], ".2f") if b else "n/a")
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def cpu_table(doc, coll, sizes=None, min_size=0):
+    """Markdown rows: per size and system, % of the system's limit and CPU s/GB moved (CPU_HOW);
+    the lab's own raw TCP reach is in the lab lines."""
+    summ = doc["summary"].get(coll, {})
+    names = [n for n in doc["systems"] if n in summ]
+    rows = {n: {r["size"]: r for r in summ[n]} for n in names}
+    all_sizes = sorted({s for n in names for s in rows[n]})
+    head = ["Size"] + [f"{n}: % of limit / CPU s/GB" for n in names]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
+    for size in all_sizes:
+        if (sizes and size not in sizes) or size < min_size:
+            continue
+        cells = [fmt_size(size)]
+        for n in names:
+            r = rows[n].get(size)
+            cells.append(f"{_f(r['pct_limit'], '.1f')} / {_f(r.get('cpu_s_per_gb'), '.3f')}"
+                         if r else "n/a")
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -753,7 +849,24 @@ def lab_lines(doc):
         f"({lim['busbw_all_gbps']:.4f} GB/s on all rails; per rail "
         f"{', '.join(f'{x:.4f}' for x in lim['busbw_per_rail_gbps'])} GB/s); one-way latency floor "
         f"{_f(lim['latency_floor_us'], '.1f')} µs ({lim['latency_floor_how']}).",
-    ]
+    ] + _lab_check_lines(doc)
+
+
+def _lab_check_lines(doc):
+    """The raw TCP check as a bullet line (none when the suite ran without it)."""
+    reach = doc["limits"].get("lab_raw_tcp") or {}
+    checks = doc.get("lab_checks") or []
+    if not checks:
+        return []
+    if reach.get("min_pct") is None:
+        return [f"- Raw TCP check of the lab: failed ({checks[0].get('error', 'no result')})."]
+    per = "; ".join(f"rep {c['rep'] + 1}: min {c['min_pct']:.1f}%, median {c['median_pct']:.1f}%, "
+                    f"CPU busy {c['cpu_busy_pct']:.0f}%" for c in checks if "min_pct" in c)
+    return [f"- Raw TCP check of the lab (plain sockets, host i → i+1 on every rail at once, "
+            f"{checks[0]['seconds']:g} s): weakest stream {reach['min_pct']:.1f}% of the rate "
+            f"(median over repetitions; {per}); the lab itself "
+            f"{'reaches' if reach['reaches'] else 'does NOT reach'} the rate "
+            f"(≥ {reach['threshold_pct']:g}%)."]
 
 
 def _when(doc):
@@ -799,6 +912,7 @@ def markdown(doc):
         for r in fails:
             why = r.get("error") or "; ".join(r["placement"]["why"])
             lines.append(f"- rep {r['rep'] + 1} {r['collective']} {r['system']}: {why}")
+    lines += _zerocopy_lines(doc)
     if doc.get("mptcp"):
         mp = [r for r in doc["runs"] if r.get("mptcp_counters")]
         joins = sum(r["mptcp_counters"].get("MPJoinAckRx", 0) + r["mptcp_counters"].get("MPJoinSynAckRx", 0)
@@ -812,12 +926,38 @@ def markdown(doc):
         lines += ["", f"## {coll}: baseline latency / {doc['reference']} latency (> 1: nezha faster)", ""]
         lines += ratio_table(doc, coll)
         lines += ["", f"![busbw]({'busbw_' + coll}.png) ![latency]({'latency_' + coll}.png)"]
+    for coll in doc["options"]["collectives"]:
+        if coll not in doc["summary"]:
+            continue
+        lines += ["", f"## {coll}: % of the limit and CPU seconds per GB moved", "",
+                  f"CPU s/GB = {CPU_HOW}. Lower is better.", ""]
+        lines += cpu_table(doc, coll)
     lines += ["", "## OSU-style tables per system", ""]
     for coll in doc["options"]["collectives"]:
         for name in doc["systems"]:
             if name in doc["summary"].get(coll, {}):
                 lines += ["```"] + osu_table(doc, coll, name) + ["```", ""]
     return "\n".join(lines) + "\n"
+
+
+def _zerocopy_lines(doc):
+    """Per system with NEZHA_ZEROCOPY=on: rank 0's zero-copy counters summed over its runs
+    (did the kernel take the pages, or copy anyway: loopback and veth copy at delivery)."""
+    tot = {}
+    for r in doc["runs"]:
+        st = (r.get("doc") or {}).get("stats") or {}
+        z = st.get("zerocopy")
+        if z:
+            t = tot.setdefault(r["system"], dict.fromkeys(list(z) + ["sent"], 0))
+            for k, v in z.items():
+                t[k] = t.get(k, 0) + v
+            t["sent"] += sum(x.get("bytes_sent", 0) for x in (st.get("rails") or {}).values())
+    return ["", "Zero-copy (rank 0, all runs): " + "; ".join(
+        f"{name}: {t['sends']} sends ({t['bytes'] / 1e9:.2f} of {t['sent'] / 1e9:.2f} GB sent) "
+        f"without a copy, of which the "
+        f"kernel copied {t['copied']} at delivery; {t['nobufs']} ENOBUFS and {t['full']} "
+        f"table-full fallbacks, {t['in_flight']} left in flight" for name, t in tot.items())
+        ] if tot else []
 
 
 README_SIZES = (4, 1 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20)
@@ -832,6 +972,9 @@ def readme_section(doc, out_rel):
     lines += lab_lines(doc)
     lines += ["", f"Allreduce, baseline latency / {doc['reference']} latency (> 1: nezha faster):", ""]
     lines += ratio_table(doc, "allreduce", README_SIZES)
+    lines += ["", "Allreduce from 1 MiB: % of the limit / CPU seconds per GB moved (lower is "
+              f"better; {CPU_HOW}):", ""]
+    lines += cpu_table(doc, "allreduce", min_size=1 << 20)
     lines += ["", f"![allreduce busbw]({out_rel}/busbw_allreduce.png)",
               f"![allreduce latency]({out_rel}/latency_allreduce.png)", ""]
     return "\n".join(lines)

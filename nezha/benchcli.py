@@ -92,6 +92,8 @@ def _parser():
     c.add_argument("--max-minutes", type=float, default=19.0,
                    help="skip repetitions that would end after this much wall time (default 19)")
     c.add_argument("--validate", action="store_true", help="also check results (OSU -c)")
+    c.add_argument("--no-lab-check", action="store_true",
+                   help="skip the raw TCP ring check of the lab's rates in each repetition (~5 s)")
     c.add_argument("--out", default=None, help="output folder (default bench/out/compare-<rates>)")
     c.add_argument("--lab", default=None, help="use this running lab (left up) instead of building one")
     c.add_argument("--ina", type=int, default=None, metavar="RAIL",
@@ -127,7 +129,8 @@ def main(argv=None):
         max_size=parse_size(a.max_size or ("4M" if a.quick else "64M")),
         reps=a.reps if a.reps is not None else (1 if a.quick else 2), reps_other=a.reps_other,
         time_budget=a.time_budget if a.time_budget is not None else 0.05,
-        max_minutes=a.max_minutes, validate=a.validate, quick=a.quick)
+        max_minutes=a.max_minutes, validate=a.validate, quick=a.quick,
+        lab_check=not a.no_lab_check)
 
     ok, why = available()
     if not ok:

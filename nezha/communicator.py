@@ -64,6 +64,14 @@ def _into_scratch(into, nbytes):
     return into(address(scratch), scratch)
 
 
+def _zerocopy_min(cfg):
+    """Smallest zero-copy send in bytes (NEZHA_ZEROCOPY, NEZHA_ZEROCOPY_MIN); 0 = off."""
+    zmin = cfg["ZEROCOPY_MIN"]
+    if cfg["ZEROCOPY"] != "on" or zmin == math.inf:
+        return 0
+    return max(1, int(zmin))
+
+
 class Communicator(Executor, Diagnose):
     """A group of ranks that run collectives over every configured rail.
 
@@ -122,7 +130,8 @@ class Communicator(Executor, Diagnose):
                                  int(cfg["SOCKET_BUFFER"]), use_shm="shm" in cfg["RAILS"],
                                  shm_bytes=int(cfg["SHM_BUFFER"]), host=cfg["HOST_ID"],
                                  faults=cfg["FAULTS"] or None,
-                                 rail_timeout=cfg["RAIL_TIMEOUT"], near=near)
+                                 rail_timeout=cfg["RAIL_TIMEOUT"], near=near,
+                                 zerocopy_min=_zerocopy_min(cfg))
         self.nchan = mesh.nchan
         seg = cfg["SEGMENT_SIZE"]
         self._engine = _eng.Engine(mesh.endpoints(), self.size, self.nchan,
@@ -212,6 +221,7 @@ class Communicator(Executor, Diagnose):
                 "failover": self._failover, "events": list(self._events),
                 "fast_path_calls": self._fast.hits, "votes": self._st.votes,
                 "vote_resends": self._engine.vote_counts()[0],
+                "zerocopy": self._engine.zerocopy_counts(),
                 "last_channels": [{"channel": self._mesh.chan_name(c), "ns": t, "bytes": b}
                                   for c, (t, b) in enumerate(times)]}
 

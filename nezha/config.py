@@ -216,6 +216,16 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
         "Send and receive buffer size (SO_SNDBUF, SO_RCVBUF) asked for on every TCP rail "
         "socket; the kernel caps it at net.core.wmem_max and rmem_max. 0 keeps the kernel's "
         "default and its autotuning.")),
+    Param("ZEROCOPY", "enum", "off", allowed=("off", "on"), help=(
+        "Zero-copy TCP sends (the kernel's MSG_ZEROCOPY): a send of NEZHA_ZEROCOPY_MIN bytes "
+        "or more hands the kernel the buffer's pages instead of copying them; the buffer is "
+        "not written and the collective does not return until the kernel reports the bytes "
+        "acknowledged. Saves the copy's CPU on real NICs; on loopback and veth the kernel "
+        "copies anyway (comm.stats()['zerocopy'] counts both). Off until measured "
+        "to win; a kernel without it keeps copying.")),
+    Param("ZEROCOPY_MIN", "size", "64k", help=(
+        "Smallest send that goes without a copy when NEZHA_ZEROCOPY=on (the kernel's "
+        "bookkeeping costs more than a copy of a few KiB).")),
     Param("RAILS", "list", "tcp,shm", allowed=RAIL_KINDS, help=(
         "Kinds of rail nezha may use: tcp (sockets over the NEZHA_SOCKET_IFNAME interfaces), "
         "shm (shared memory between ranks on one host), loop (NEZHA_LOOP_RAILS rails over "

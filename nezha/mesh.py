@@ -40,8 +40,9 @@ class Mesh:
     """The connected sockets of one communicator and the names used in messages."""
 
     def __init__(self, boot, rails, nconns, timeout, bufsize, use_shm=False, shm_bytes=0,
-                 host=None, faults=None, rail_timeout=0.06, near=()):
+                 host=None, faults=None, rail_timeout=0.06, near=(), zerocopy_min=0):
         self.rail_timeout = rail_timeout
+        self.zerocopy_min = zerocopy_min  # > 0: data sends this large go zero-copy
         self.rank, self.size = boot.rank, boot.size
         self.rails, self.nconns = rails, nconns
         self.nchan = len(rails) * nconns
@@ -157,7 +158,11 @@ class Mesh:
 
     def tcp_endpoint(self, sock, peer, chan):
         """The endpoint of a connected data socket to peer on chan."""
-        return self.wrap(TcpEndpoint(sock), peer, chan)
+        ep = TcpEndpoint(sock, self.zerocopy_min)
+        if self.zerocopy_min and ep.zerocopy_error:
+            log.warn("INIT", f"NEZHA_ZEROCOPY=on: the kernel refused SO_ZEROCOPY "
+                     f"({os.strerror(ep.zerocopy_error)}); sends to {self.peer_name(peer)} copy")
+        return self.wrap(ep, peer, chan)
 
     def wrap(self, ep, peer, slot):
         """ep as the engine gets it: behind the fault layer when a test asked for one."""

@@ -102,6 +102,7 @@ typedef struct {
     int32_t nsq, nrq, sh, rh;
     int want_out, want_in;
     int moved;                        /* bytes moved since the last silence check */
+    int zc_wait;                      /* the loop waits for this endpoint's zero-copy sends */
     uint64_t bytes_sent, bytes_recv;  /* lifetime counters */
 } nz_ep_t;
 
@@ -147,6 +148,10 @@ typedef struct {
     /* scratch for queue building */
     int32_t *qbuf;
     int64_t qcap;
+    /* some endpoint sends zero-copy (transport tx_busy): writes and the run's end wait
+     * for the sends that still read the memory (nz_tx_busy) */
+    int zc_any;
+    int zc_wait;
 } nz_engine_t;
 
 static inline int64_t nz_now_ns(void) {
@@ -225,6 +230,25 @@ static inline void nz_op_finished(nz_engine_t *e, const nz_op_t *o, int64_t t0) 
     }
 }
 
+/* Is memory [lo, hi) still read by a zero-copy send that a transport took earlier? Then
+ * nothing may be written there yet: the kernel would put the new bytes on the wire (a
+ * ring's later step receives into the chunk it sent before). Marks the endpoints the loop
+ * must wake for. A channel set aside, or on a rail the planner gave up, is not waited for
+ * (its stream is out of step and gets dropped; its peer reads none of it). */
+static inline int nz_tx_busy(nz_engine_t *e, const char *lo, const char *hi) {
+    int busy = 0;
+    for (int32_t i = 0; i < e->nep; i++) {
+        nz_ep_t *p = &e->eps[i];
+        if (!p->tr || !p->tr->tx_busy || nz_chan_dead(e, p->chan)) continue;
+        if (e->live_rails && e->chan_rail && p->chan >= 0 && p->chan < e->nchan &&
+            e->chan_rail[p->chan] < 64 && !(e->live_rails >> e->chan_rail[p->chan] & 1))
+            continue;
+        if (p->tr->tx_busy(p->tx, lo, hi) > 0) { p->zc_wait = 1; busy = 1; }
+    }
+    e->zc_wait |= busy;
+    return busy;
+}
+
 /* Reduce as many whole elements from the staging area as the dependencies allow. */
 static inline int nz_drain_stage(nz_engine_t *e, nz_ep_t *p, nz_op_t *ops, nz_op_t *o,
                                  int32_t oi, int *progress) {
@@ -234,6 +258,7 @@ static inline int nz_drain_stage(nz_engine_t *e, nz_ep_t *p, nz_op_t *ops, nz_op
     if (o->done + n > lim) n = lim - o->done;
     n -= n % es;
     if (n == 0) return 0;
+    if (e->zc_any && nz_tx_busy(e, o->ptr + o->done, o->ptr + o->done + n)) return 0;
     if (nezha_reduce3(o->ptr + o->done, o->src + o->done, p->stage, n / es, e->dtype, e->op) != 0)
         return nz_fail(e, NZ_ERR_REDUCE, oi, o->ep, 0);
     o->done += n;
@@ -326,6 +351,7 @@ static inline ssize_t nz_reduce_peeked(nz_engine_t *e, nz_ep_t *p, nz_op_t *ops,
     if (o->done + m > lim) m = lim - o->done;
     m -= m % es;
     if (m == 0) return 0;  /* an element split by the ring's end: staging takes it */
+    if (e->zc_any && nz_tx_busy(e, o->ptr + o->done, o->ptr + o->done + m)) return 0;
     if (nezha_reduce3(o->ptr + o->done, o->src + o->done, in, m / es, e->dtype, e->op) != 0) {
         nz_fail(e, NZ_ERR_REDUCE, oi, o->ep, 0);
         return -1;
@@ -366,6 +392,8 @@ static inline int nz_progress_recv(nz_engine_t *e, nz_ep_t *p, nz_op_t *ops, int
             }
         } else {
             uint64_t lim = nz_limit(ops, o);
+            if (o->done < lim && e->zc_any && nz_tx_busy(e, o->ptr + o->done, o->ptr + lim))
+                return 0;
             while (o->done < lim) {
                 ssize_t n = nz_recv_some(e, p, oi, o->ptr + o->done, lim - o->done);
                 if (n < 0) return e->err;
@@ -393,10 +421,12 @@ static inline int nz_build_queues(nz_engine_t *e, nz_op_t *ops, int32_t nops) {
         e->qbuf = q;
         e->qcap = need;
     }
+    e->zc_any = 0;
     for (int32_t i = 0; i < e->nep; i++) {
         nz_ep_t *p = &e->eps[i];
         p->nsq = p->nrq = p->sh = p->rh = 0;
         p->stage_len = 0;
+        if (p->tr && p->tr->tx_busy) e->zc_any = 1;
     }
     for (int32_t i = 0; i < nops; i++) {
         int32_t ep = ops[i].ep;
@@ -542,6 +572,10 @@ static inline int nz_progress(nz_engine_t *e, nz_op_t *ops, int32_t nops, int64_
     int64_t idle_since = 0;
     for (;;) {
         int progress = 0, pending = 0;
+        if (e->zc_wait) {
+            e->zc_wait = 0;
+            for (int32_t i = 0; i < e->nep; i++) e->eps[i].zc_wait = 0;
+        }
         for (int32_t i = 0; i < nops; i++) {
             nz_op_t *o = &ops[i];
             if (o->kind != NZ_LOCAL_REDUCE || o->done >= o->nbytes || nz_chan_dead(e, o->chan))
@@ -550,6 +584,8 @@ static inline int nz_progress(nz_engine_t *e, nz_op_t *ops, int32_t nops, int64_
             uint64_t lim = nz_limit(ops, o);
             uint64_t n = lim - o->done;
             n -= n % es;
+            if (n && e->zc_any && nz_tx_busy(e, o->ptr + o->done, o->ptr + o->done + n))
+                n = 0;
             if (n) {
                 if (nezha_reduce(o->ptr + o->done, o->src + o->done, n / es, dtype, op)) {
                     rc = nz_fail(e, NZ_ERR_REDUCE, i, -1, 0);
@@ -580,6 +616,9 @@ static inline int nz_progress(nz_engine_t *e, nz_op_t *ops, int32_t nops, int64_
             if (nz_chan_dead(e, p->chan)) continue;
             if (p->sh < p->nsq || p->rh < p->nrq) pending = 1;
         }
+        /* The run ends once no zero-copy send reads the memory any more: the caller may
+         * change or free it as soon as we return. */
+        if (!pending && e->zc_any && nz_tx_busy(e, NULL, (const char *)UINTPTR_MAX)) pending = 1;
         if (!pending) {
             if (e->chan_failed) rc = nz_fail(e, NZ_ERR_CHANFAIL, -1, -1, 0);
             break;
@@ -599,7 +638,9 @@ static inline int nz_progress(nz_engine_t *e, nz_op_t *ops, int32_t nops, int64_
         int32_t nfd = 0, ready = 0;
         for (int32_t i = 0; i < e->nep; i++) {
             nz_ep_t *p = &e->eps[i];
-            if (!(p->want_in || p->want_out) || !p->tr || nz_chan_dead(e, p->chan)) continue;
+            /* waiting for zero-copy completions only: no direction, POLLERR wakes us */
+            if (!(p->want_in || p->want_out || p->zc_wait) || !p->tr || nz_chan_dead(e, p->chan))
+                continue;
             int k = p->tr->pollfds(p->tx, p->want_in, p->want_out, pfd + nfd, NZ_EP_MAXFDS);
             if (k == NZ_TR_READY) { ready = 1; continue; }
             if (k < 0) {  /* the transport knows it will never move again (peer died) */
@@ -635,6 +676,8 @@ static inline int nz_progress(nz_engine_t *e, nz_op_t *ops, int32_t nops, int64_
         }
         int64_t wait_ms = (deadline_ns - now + 999999) / 1000000;
         if (wait_ms > 1000) wait_ms = 1000;
+        /* a completion wakes poll (POLLERR); 1 ms in case a transport's pollfds cannot say */
+        if (e->zc_wait && wait_ms > 1) wait_ms = 1;
         if (e->failover && e->health && wait_ms > e->silent_ns / 4000000 + 1)
             wait_ms = e->silent_ns / 4000000 + 1;  /* wake to look for silent peers */
         int r = poll(pfd, (nfds_t)nfd, (int)wait_ms);

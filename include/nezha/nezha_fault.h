@@ -110,6 +110,12 @@ static int64_t nz_fault_rx_age_ns(void *ctx) {
     return f->in->rx_age_ns ? f->in->rx_age_ns(f->in_tx) : -1;
 }
 
+/* Zero-copy memory stays the kernel's whatever the fault: pass the question through. */
+static int nz_fault_tx_busy(void *ctx, const char *lo, const char *hi) {
+    nz_fault_ep_t *f = (nz_fault_ep_t *)ctx;
+    return f->in->tx_busy(f->in_tx, lo, hi);
+}
+
 static void nz_fault_close(void *ctx) {
     nz_fault_ep_t *f = (nz_fault_ep_t *)ctx;
     f->in->close(f->in_tx);
@@ -126,6 +132,7 @@ static inline void nz_fault_init(nz_fault_ep_t *f, const nz_transport_ops_t *in,
     f->ops.pollfds = nz_fault_pollfds;
     f->ops.close = nz_fault_close;
     f->ops.rx_age_ns = nz_fault_rx_age_ns;
+    f->ops.tx_busy = in->tx_busy ? nz_fault_tx_busy : NULL;
     f->in = in;
     f->in_tx = in_tx;
     f->word = word;

@@ -191,6 +191,7 @@ static const nz_transport_ops_t nz_shm_ops = {
     NZ_TRANSPORT_VERSION, "shm", NZ_CAP_ORDERED | NZ_CAP_PEEK | NZ_CAP_SHARED,
     nz_shm_sendv, nz_shm_recv, nz_shm_peek, nz_shm_consume, nz_shm_pollfds, nz_shm_close,
     NULL,  /* rx_age_ns: nothing is in flight between two processes of one host */
+    NULL,  /* tx_busy: sends copy into the ring */
 };
 
 /* ---- set-up (called by the Python factory, with the GIL) ---------------------------- */

@@ -25,7 +25,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
-#define NZ_TRANSPORT_VERSION 2  /* 2: rx_age_ns */
+#define NZ_TRANSPORT_VERSION 3  /* 2: rx_age_ns, 3: tx_busy */
 #define NZ_TR_CLOSED (-(1L << 20))
 
 enum {
@@ -57,6 +57,12 @@ typedef struct nz_transport_ops {
      * the health check tell a congested rail, whose in-order delivery waits for a
      * retransmission, from a cut one, from which nothing arrives at all. */
     int64_t (*rx_age_ns)(void *ctx);
+    /* Optional (NULL: sendv copies what it takes): a transport whose sends keep reading the
+     * caller's memory after sendv returned (zero-copy) says whether one still reads memory
+     * in [lo, hi): 1 yes, 0 no. It collects completions as it goes; while it says 1, the
+     * engine writes nothing there and does not end the run. pollfds asked for neither
+     * direction wakes on a completion (POLLERR). */
+    int (*tx_busy)(void *ctx, const char *lo, const char *hi);
 } nz_transport_ops_t;
 
 #define NZ_TR_READY (-(1 << 21))

@@ -638,6 +638,18 @@ cdef class Engine:
         """Per endpoint: (bytes sent, bytes received) since the engine was made."""
         return [(self.e.eps[i].bytes_sent, self.e.eps[i].bytes_recv) for i in range(self.e.nep)]
 
+    def zerocopy_counts(self):
+        """Zero-copy sends over every data endpoint (TcpEndpoint.zerocopy_counts, summed);
+        None when no endpoint sends zero-copy."""
+        tot = None
+        for ep in self.endpoints:
+            while isinstance(ep, FaultEndpoint):
+                ep = ep.inner
+            if isinstance(ep, TcpEndpoint) and (<TcpEndpoint>ep).t.zc_min:
+                c = ep.zerocopy_counts()
+                tot = c if tot is None else {k: tot[k] + v for k, v in c.items()}
+        return tot
+
     def endpoint_kinds(self):
         """Per endpoint: the transport it is driven through now ("tcp", "shm", None)."""
         return [ep.kind if ep is not None else None for ep in self.endpoints]

@@ -37,7 +37,12 @@ cdef extern from "nezha/nezha_transport.h" nogil:
 cdef extern from "nezha/nezha_tcp.h" nogil:
     ctypedef struct nz_tcp_ep_t:
         int fd
+        uint64_t zc_min
+        uint32_t zc_next, zc_tail
+        uint64_t zc_sends, zc_bytes, zc_copied, zc_nobufs, zc_full
     const nz_transport_ops_t nz_tcp_ops
+    const nz_transport_ops_t nz_tcp_zc_ops
+    int nz_tcp_zc_enable(nz_tcp_ep_t *t, uint64_t min_bytes)
 
 
 cdef extern from "nezha/nezha_shm.h" nogil:

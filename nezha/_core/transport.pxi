@@ -17,14 +17,31 @@ cdef class Endpoint:
 
 
 cdef class TcpEndpoint(Endpoint):
-    """A connected, non-blocking TCP socket (the socket stays the mesh's to close)."""
+    """A connected, non-blocking TCP socket (the socket stays the mesh's to close).
+    zerocopy_min > 0: sends of that many bytes and more go without a copy (MSG_ZEROCOPY,
+    NEZHA_ZEROCOPY); a kernel without it leaves them copying (zerocopy_error says why)."""
     cdef nz_tcp_ep_t t
     cdef object sock
+    cdef readonly int zerocopy_error
 
-    def __cinit__(self, sock):
+    def __cinit__(self, sock, uint64_t zerocopy_min=0):
+        memset(&self.t, 0, sizeof(self.t))
         self.sock = sock
         self.t.fd = sock.fileno()
         self.ops, self.ctx = &nz_tcp_ops, &self.t
+        if zerocopy_min:
+            self.zerocopy_error = -nz_tcp_zc_enable(&self.t, zerocopy_min)
+            if self.t.zc_min:
+                self.ops = &nz_tcp_zc_ops
+
+    def zerocopy_counts(self):
+        """{sends, bytes, copied, nobufs, full, in_flight}: sends (and their bytes) handed to
+        the kernel without a copy; of their completions, how many the kernel copied anyway
+        (loopback, a device without scatter-gather); sends that copied because the kernel
+        refused (ENOBUFS) or too many were in flight; sends not completed yet."""
+        return {"sends": self.t.zc_sends, "bytes": self.t.zc_bytes, "copied": self.t.zc_copied,
+                "nobufs": self.t.zc_nobufs, "full": self.t.zc_full,
+                "in_flight": <uint32_t>(self.t.zc_next - self.t.zc_tail)}
 
 
 def _shm_error(int rc, str what, str name):
