@@ -25,7 +25,6 @@ ALGO_NAMES = {0: "direct", ALGO_RING: "ring", ALGO_RD: "rd", ALGO_CHAIN: "chain"
               ALGO_INA: "ina"}
 LAZY_MAX_BYTES = 256 << 10  # failover.LAZY_MAX_BYTES: larger collectives vote
 ROUND = 256  # shares are whole multiples of this many elements (when large enough)
-EQUAL_ENOUGH = 0.75  # a learned share at least this much of an equal one keeps its rail
 MAX_PIECES = 64  # slices of one collective (the vote carries one bit per slice)
 
 
@@ -205,15 +204,9 @@ class Planner:
             mask = [c in active for c in range(self.nchan)]
             shares = self.model.shares(key, mask)
             small = min(active, key=lambda c: (shares[c], -c))
-            # a piece this small costs more than it saves; but only a clearly slower rail's
-            # (the choice of algorithm counted equal shares): a few points of learned
-            # imbalance moved 128 KiB of two equal rails onto one for good (a one-rail
-            # plan never measures the other again; docs/sim.md)
-            if (shares[small] * nbytes >= min_piece
-                    or shares[small] * len(active) >= EQUAL_ENOUGH
-                    and nbytes >= min_piece * len(active)):
+            if shares[small] * nbytes >= min_piece:
                 break
-            active.remove(small)
+            active.remove(small)  # a piece this small costs more than it saves
         unit = ROUND if count >= ROUND * 4 * len(active) else 1
         slices, off = [], 0
         order = sorted(active)

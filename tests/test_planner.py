@@ -319,16 +319,3 @@ def test_crowding_is_ranks_per_cpu_on_the_most_crowded_machine():
     assert crowding([{"machine": "a", "cpus": 2}] * 3 + [{"machine": "b", "cpus": 1}]) == 1.5
     # a peer without facts (or with nonsense: authenticated but buggy) counts alone
     assert crowding([{}, {"machine": 5, "cpus": "x"}, {"machine": "m", "cpus": -1}]) == 1.0
-
-
-def test_a_few_points_of_imbalance_keep_both_equal_rails():
-    """128 KiB on two equal rails: equal shares give 64 KiB pieces (NEZHA_MIN_RAIL_PIECE),
-    learned ones 47/53 % give rail1 62 KiB. That used to put the whole call on rail0, where
-    rail1 was never measured again (the lab's bimodal 128 KiB, docs/sim.md); a clearly
-    slower rail (20 %) is still left out below the piece."""
-    for rates, rails in (([53e6, 47e6], 2), ([80e6, 20e6], 1)):
-        p = planner(2)
-        key = bucket_of("allreduce", 128 << 10)
-        feed(p, key, rates, nbytes=128 << 10, syncs=costmodel.K_WARM + 2)
-        slices, _ = p.split("allreduce", 32 << 10, 4)
-        assert len({c for c, _, _ in slices}) == rails, (rates, slices)
