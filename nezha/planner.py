@@ -416,6 +416,10 @@ class Planner:
                 out[f"{ALGO_NAMES[prev]}->{ALGO_NAMES[mid]}"] = b
                 prev = mid
                 if mid != got:
+                    # a third choice before nxt (A->C->B): scan on from b, where choose is
+                    # prev. Bisecting [size, nxt] again from C, which size does not have,
+                    # found C->A and A->C for ever (6 ranks, NEZHA_MIN_RAIL_PIECE=32k)
+                    size = b
                     continue
             size = nxt
         return out

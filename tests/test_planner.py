@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from nezha import costmodel
 from nezha.config import Config
 from nezha.costmodel import COLD, HOT, CostModel, bucket_of
-from nezha.planner import ALGO_CHAIN, ALGO_HIER, ALGO_RD, ALGO_RING, ALGO_TREE, Planner
+from nezha.planner import ALGO_CHAIN, ALGO_HIER, ALGO_NAMES, ALGO_RD, ALGO_RING, ALGO_TREE, Planner
 
 
 def planner(nchan=2, **cfg):
@@ -319,3 +319,24 @@ def test_crowding_is_ranks_per_cpu_on_the_most_crowded_machine():
     assert crowding([{"machine": "a", "cpus": 2}] * 3 + [{"machine": "b", "cpus": 1}]) == 1.5
     # a peer without facts (or with nonsense: authenticated but buggy) counts alone
     assert crowding([{}, {"machine": 5, "cpus": "x"}, {"machine": "m", "cpus": -1}]) == 1.0
+
+
+def test_switch_points_end_with_three_choices_in_one_doubling():
+    """6 ranks, one per host, NEZHA_MIN_RAIL_PIECE=32k: between two powers of two the
+    choice goes A -> C -> B; switch_points bisected that interval again from C, which its
+    start does not have, and found C -> A and A -> C for ever (test_algo_boundaries spun)."""
+    import threading
+    p = Planner(2, Config.load({"MIN_RAIL_PIECE": "32k"}, environ={}), ranks=6)
+    p.set_hosts(list(range(6)))
+    out = {}
+    t = threading.Thread(target=lambda: out.setdefault("sp", p.switch_points("allreduce",
+                                                                              hi=1 << 20)),
+                         daemon=True)
+    t.start()
+    t.join(30)
+    assert "sp" in out, "switch_points did not end"
+    sp = out["sp"]
+    assert list(sp.values()) == sorted(sp.values()), sp
+    for name, b in sp.items():   # each switch is where the choice really changes
+        a, z = name.split("->")
+        assert ALGO_NAMES[p.algorithm("allreduce", b)] == z, (name, b)
