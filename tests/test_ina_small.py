@@ -10,21 +10,10 @@ from nezha._core import ina as _ina
 from nezha.config import Config
 from nezha.costmodel import INA_SMALL_BYTES
 from nezha.planner import Planner
-from tests.test_ina_rail import run_ranks
+from tests.test_ina_rail import run_ranks, service  # noqa: F401 - service is a fixture
 
 pytestmark = pytest.mark.timeout(300)
 WORKER = "tests/workers/ina_small_rank.py"
-
-
-@pytest.fixture
-def service():
-    srv = _ina.Server("127.0.0.1", 0, slots=256, quota=64, job_timeout=30.0)
-    t = threading.Thread(target=srv.serve, daemon=True)
-    t.start()
-    yield srv
-    srv.stop()
-    t.join(5)
-    srv.close()
 
 
 def planner(hosts, mode="auto", failover=True, rails=2):
