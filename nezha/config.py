@@ -343,9 +343,11 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
         "to (those whose GPU's or CPUs' nearest NIC is on it, else local rank i gets rail "
         "i mod rails, and rails i + L, i + 2L, ... when there are more rails than local "
         "ranks), so each rank's cross-host bytes leave through its own NIC; striped: every "
-        "local rank carries a share of every rail's slices; auto: aligned where every rail "
-        "gets as many local ranks as every other and every local rank as many rails (then "
-        "the bytes within and across hosts are the striped layout's), else striped. Over "
+        "local rank carries a share of every rail's slices; auto: aligned where the local ranks "
+        "have different nearest NICs and every rail gets as many local ranks as every other "
+        "and every local rank as many rails (then the bytes within and across hosts are the "
+        "striped layout's), else striped (with no NIC nearer to one rank than another, "
+        "aligning buys nothing and a rank waiting for a CPU would idle its rails). Over "
         "the live rails: when one fails its slices re-run on the others, aligned again. "
         "The same on every rank.")),
     Param("SMALL_MSG_THRESHOLD", "size", "auto", help=(

@@ -61,9 +61,15 @@ def _planner(mode, H, L, R, alive=None, near=None):
 @pytest.mark.parametrize("L,R,aligned", [(2, 2, True), (4, 2, True), (3, 3, True),
                                          (2, 4, True), (3, 2, False), (2, 3, False)])
 def test_auto_aligns_only_balanced_layouts(L, R, aligned):
-    p = _planner("auto", 2, L, R)
+    # nearest NICs shaped like the modular rule: local rank i is near rail i mod L's rails
+    near = [[k for k in range(R) if i in placement.modular(L, R)[k]] for i in range(L)]
+    p = _planner("auto", 2, L, R, near=near)
     got = [p.rail_owners(c) for c in range(R)]
     assert (got != [None] * R) == aligned, got
+    # no NIC nearer to one local rank than another: auto stripes (aligning buys nothing)
+    p = _planner("auto", 2, L, R)
+    assert [p.rail_owners(c) for c in range(R)] == [None] * R
+    assert "no local rank has nearer NICs" in p.describe_rails()
     assert all(o is None for o in (_planner("striped", 2, L, R).rail_owners(c)
                                    for c in range(R)))
     forced = [_planner("aligned", 2, L, R).rail_owners(c) for c in range(R)]
