@@ -124,11 +124,12 @@ def test_fill_fills_only_the_shaped_links():
 
 def _equal_rails_replay(refill):
     # 4 hosts x 2 x 400 Mbit/s with the lab's buckets: 64 KiB goes whole on rail0 (pieces
-    # below MIN_RAIL_PIECE), so rail1's buckets are full when 128 KiB is first striped
+    # below MIN_RAIL_PIECE, 64k in those runs), so rail1's buckets are full when 128 KiB
+    # is first striped
     fab = F.MultiRail(4, 2, [0.4, 0.4], 0.0)
     host_of = fab.place(4)
     bk = B.lab_buckets(fab, [400e6, 400e6])
-    pl = N.make_planner(4, host_of, 2, None, 1, {"ALGO": "ring"})
+    pl = N.make_planner(4, host_of, 2, None, 1, {"ALGO": "ring", "MIN_RAIL_PIECE": "64k"})
     rows = BL.replay(pl, fab, host_of, [(64 << 10, 2, 20), (128 << 10, 3, 8)], 0.0, bk, 40e-6,
                      refill=refill)
     return rows, pl.model.summary()["buckets"]["allreduce:128K+"]

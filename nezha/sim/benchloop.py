@@ -38,6 +38,21 @@ PROBE_CALLS = 2  # bench/_common.PROBE_CALLS
 # for good (128 KiB pieces below MIN_RAIL_PIECE are never re-measured).
 
 
+# Runs started before this ran with NEZHA_MIN_RAIL_PIECE's old default, 64k (config.py has
+# 32k since then); a run's own NEZHA_MIN_RAIL_PIECE, when its env set one, wins.
+PIECE_64K_UNTIL = "2026-11-24T10:00"
+
+
+def lab_overrides(doc, run=None):
+    """The configuration a lab run's planner had, as far as the replay needs it: ring from
+    64 KiB (NEZHA_ALGO=ring) and its minimum rail piece."""
+    env = (run or {}).get("env") or {}
+    piece = env.get("NEZHA_MIN_RAIL_PIECE")
+    if piece is None and str(doc.get("started") or "") < PIECE_64K_UNTIL:
+        piece = "64k"
+    return {"ALGO": "ring", **({"MIN_RAIL_PIECE": piece} if piece else {})}
+
+
 def small_latency(rows, upto=1024):
     """Median time (s) of the system's calls of at most `upto` bytes: the gap a barrier
     leaves between two calls."""
@@ -146,7 +161,7 @@ def replays(doc, system, rails, alpha, min_size=64 << 10, probe=True, refill=Tru
                 bk.tokens[:] = 0.0
             # what the lab ran: ring from 64 KiB, 1 MiB failover pieces, the prior the
             # probe found (equal without one)
-            pl = N.make_planner(n, host_of, len(rails), None, 1, {"ALGO": "ring"})
+            pl = N.make_planner(n, host_of, len(rails), None, 1, lab_overrides(doc, run))
             pl.piece_bytes = 1 << 20
             if probe:
                 seed_probe(pl, run["doc"], rails)
