@@ -399,7 +399,8 @@ class Planner:
 
     def switch_points(self, coll, lo=1, hi=1 << 30, root=0):
         """{"a->b": first payload in bytes that gets b}: where the choice for coll changes
-        between lo and hi bytes (powers of two scanned, each change found to the byte)."""
+        between lo and hi bytes (powers of two scanned, each change found to the byte), in
+        order of size; a change made again further up is "a->b#2" (#3, ...)."""
         out, prev, size = {}, self._choose(coll, lo, root, True), lo
         while size < hi:
             nxt = min(size * 2, hi)
@@ -413,7 +414,11 @@ class Planner:
                     else:
                         b = m
                 mid = self._choose(coll, b, root, True)
-                out[f"{ALGO_NAMES[prev]}->{ALGO_NAMES[mid]}"] = b
+                name = f"{ALGO_NAMES[prev]}->{ALGO_NAMES[mid]}"
+                # the same change again further up (ring->rd->ring: a vote's cost where the
+                # split starts) gets its own entry, name#2, instead of replacing the first
+                k = sum(1 for x in out if x.split("#")[0] == name)
+                out[name if not k else f"{name}#{k + 1}"] = b
                 prev = mid
                 if mid != got:
                     # a third choice before nxt (A->C->B): scan on from b, where choose is

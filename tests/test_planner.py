@@ -338,5 +338,20 @@ def test_switch_points_end_with_three_choices_in_one_doubling():
     sp = out["sp"]
     assert list(sp.values()) == sorted(sp.values()), sp
     for name, b in sp.items():   # each switch is where the choice really changes
-        a, z = name.split("->")
+        a, z = name.split("#")[0].split("->")
         assert ALGO_NAMES[p.algorithm("allreduce", b)] == z, (name, b)
+
+
+def test_switch_points_keep_a_change_made_twice():
+    """3 ranks one per host with failover: rd, ring from ~14 KiB, rd again at 64 KiB (two
+    32 KiB pieces: the ring is split and would end with a vote), ring again above. The table
+    keyed every change by its name, so the second rd->ring replaced the first."""
+    from nezha.planner import layout_planner
+    p = layout_planner(Config.load({"MIN_RAIL_PIECE": "32k"}, environ={}), [0, 1, 2], None, 2,
+                       failover=True)
+    sp = p.switch_points("allreduce")
+    assert list(sp) == ["rd->ring", "ring->rd", "rd->ring#2"], sp
+    assert list(sp.values()) == sorted(sp.values()) and sp["ring->rd"] == 64 << 10
+    for name, b in sp.items():
+        a, z = name.split("#")[0].split("->")
+        assert (ALGO_NAMES[p.algorithm("allreduce", b - 1)], ALGO_NAMES[p.algorithm("allreduce", b)]) == (a, z)
