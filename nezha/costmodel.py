@@ -279,11 +279,12 @@ STEP_EFF = 0.85     # share of the link rate a step that does not stream from th
                     # step, where ring and chain stream from step to step. It is what makes
                     # the ring win over rab for large payloads at the same bytes on the wire
 UNPIPELINED = ("rd", "rab", "tree")
-VOTE_COST = 7.0     # a closing vote, in small allreduces (rd of 8 B on one rail): it runs
-                    # in Python over the control connections, not in the engine. Measured in
-                    # the lab (4 hosts x 2 rails of 400 Mbit/s, 2026-11-24): broadcast of
-                    # 2-16 KiB as a chain 390-424 us with its vote, 20-116 us without; a 4 B
-                    # allreduce there ~50 us
+VOTE_COST = 4.0     # a closing vote, in small allreduces (rd of 8 B on one rail). It runs
+                    # in the engine (nz_vote, C) but is a control round of its own: every
+                    # rank's status to every peer and the verdict back. Measured in the lab
+                    # (4 hosts x 2 rails of 400 Mbit/s, 2026-11-24, docs/results/session14/
+                    # wave1/ab.py): one vote ~200 us (median of the slowest rank), a barrier
+                    # 30-36 us and a 4 B allreduce ~50 us
 
 
 class Layout:
