@@ -167,20 +167,33 @@ class CostModel:
 
     # ---- planning --------------------------------------------------------------------
 
+    def prior(self):
+        """Rates per channel that no one bucket owns: the channels' overall rates once every
+        one is measured, else nominal. COLD buckets split by them, and Planner.split picks
+        the channels by them (every channel it picks keeps being measured)."""
+        if not self.static and all(r is not None for r in self.rho):
+            return list(self.rho)
+        return list(self.nominal)
+
     def rates(self, key):
         """(rates per channel for this bucket, state)."""
-        if self.static:
-            return list(self.nominal), COLD
         b = self.buckets.get(key)
-        if b is not None and b.state == HOT:
+        if not self.static and b is not None and b.state == HOT:
             return [r if r is not None else 0.0 for r in b.rho], HOT
-        if all(r is not None for r in self.rho):
-            return list(self.rho), COLD
-        return list(self.nominal), COLD
+        return self.prior(), COLD
+
+    def prior_shares(self, mask):
+        """The split the prior asks for over the channels in mask (equal when nearly equal)."""
+        return self._normalize(self.prior(), mask)
 
     def _target(self, key, mask):
         """The split the current rates ask for (equal when nearly equal: Ethereal)."""
-        rates, _ = self.rates(key)
+        rates, state = self.rates(key)
+        if state == HOT and any(m and r is None for m, r in zip(mask, self.buckets[key].rho)):
+            rates = self.prior()  # a channel this bucket never ran on: no share of 0 for ever
+        return self._normalize(rates, mask)
+
+    def _normalize(self, rates, mask):
         w = [rates[c] if mask[c] else 0.0 for c in range(self.nchan)]
         total = sum(w)
         if total <= 0:

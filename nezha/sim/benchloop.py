@@ -34,8 +34,10 @@ PROBE_CALLS = 2  # bench/_common.PROBE_CALLS
 # 400 Mbit/s bucket (87 632 B) needs to fill. The replay takes every bucket as full when a
 # size starts. It matters at the first size striped over equal rails (128 KiB): a rail the
 # previous size did not use holds a full bucket, and if the other one does not, its first
-# syncs make the idle rail look several times faster and the split leaves the other rail
-# for good (128 KiB pieces below MIN_RAIL_PIECE are never re-measured).
+# syncs make the idle rail look several times faster. Until the split picked its rails by
+# the prior (Planner.split), that took the other rail off the size for good (its piece fell
+# below MIN_RAIL_PIECE and a one-slice plan is never measured); now it keeps a small share
+# until the next sync.
 
 
 # Runs started before this ran with NEZHA_MIN_RAIL_PIECE's old default, 64k (config.py has
