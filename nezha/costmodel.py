@@ -167,20 +167,33 @@ class CostModel:
 
     # ---- planning --------------------------------------------------------------------
 
+    def prior(self):
+        """Rates per channel that no one bucket owns: the channels' overall rates once every
+        one is measured, else nominal. COLD buckets split by them, and Planner.split picks
+        the channels by them (every channel it picks keeps being measured)."""
+        if not self.static and all(r is not None for r in self.rho):
+            return list(self.rho)
+        return list(self.nominal)
+
     def rates(self, key):
         """(rates per channel for this bucket, state)."""
-        if self.static:
-            return list(self.nominal), COLD
         b = self.buckets.get(key)
-        if b is not None and b.state == HOT:
+        if not self.static and b is not None and b.state == HOT:
             return [r if r is not None else 0.0 for r in b.rho], HOT
-        if all(r is not None for r in self.rho):
-            return list(self.rho), COLD
-        return list(self.nominal), COLD
+        return self.prior(), COLD
+
+    def prior_shares(self, mask):
+        """The split the prior asks for over the channels in mask (equal when nearly equal)."""
+        return self._normalize(self.prior(), mask)
 
     def _target(self, key, mask):
         """The split the current rates ask for (equal when nearly equal: Ethereal)."""
-        rates, _ = self.rates(key)
+        rates, state = self.rates(key)
+        if state == HOT and any(m and r is None for m, r in zip(mask, self.buckets[key].rho)):
+            rates = self.prior()  # a channel this bucket never ran on: no share of 0 for ever
+        return self._normalize(rates, mask)
+
+    def _normalize(self, rates, mask):
         w = [rates[c] if mask[c] else 0.0 for c in range(self.nchan)]
         total = sum(w)
         if total <= 0:
@@ -279,11 +292,12 @@ STEP_EFF = 0.85     # share of the link rate a step that does not stream from th
                     # step, where ring and chain stream from step to step. It is what makes
                     # the ring win over rab for large payloads at the same bytes on the wire
 UNPIPELINED = ("rd", "rab", "tree")
-VOTE_COST = 7.0     # a closing vote, in small allreduces (rd of 8 B on one rail): it runs
-                    # in Python over the control connections, not in the engine. Measured in
-                    # the lab (4 hosts x 2 rails of 400 Mbit/s, 2026-11-24): broadcast of
-                    # 2-16 KiB as a chain 390-424 us with its vote, 20-116 us without; a 4 B
-                    # allreduce there ~50 us
+VOTE_COST = 4.0     # a closing vote, in small allreduces (rd of 8 B on one rail). It runs
+                    # in the engine (nz_vote, C) but is a control round of its own: every
+                    # rank's status to every peer and the verdict back. Measured in the lab
+                    # (4 hosts x 2 rails of 400 Mbit/s, 2026-11-24, docs/results/session14/
+                    # wave1/ab.py): one vote ~200 us (median of the slowest rank), a barrier
+                    # 30-36 us and a 4 B allreduce ~50 us
 
 
 class Layout:

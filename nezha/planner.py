@@ -193,26 +193,32 @@ class Planner:
         return max(live, key=lambda c: (rates[c], -c))
 
     def split(self, coll, count, esize):
-        """[(channel, off, cnt)] covering [0, count) exactly once."""
+        """[(channel, off, cnt)] covering [0, count) exactly once.
+
+        Which channels: by the prior (CostModel.prior: the overall agreed rates, learned
+        from every large slice), never by the size bucket's own rates. A channel a bucket
+        leaves out is never measured in it again (one-slice plans below GLOBAL_MIN_BYTES do
+        not feed the model), so shares a few points off equal dropped a rail from 128 KiB
+        for good (1.8 or 3.6 ms in the lab, docs/sim.md). The bucket's rates only share the
+        payload among the channels chosen, each of which it keeps measuring."""
         nbytes = count * esize
         key = bucket_of(coll, nbytes)
-        rates, _ = self.model.rates(key)
+        prior = self.model.prior()
         live = [c for c in range(self.nchan) if self.alive[c]] or [0]
-        top = max(rates[c] for c in live)
-        active = [c for c in live if rates[c] * self.max_ratio >= top]
-        active = sorted(active, key=lambda c: (-rates[c], c))[: self.max_rails]
+        top = max(prior[c] for c in live)
+        active = [c for c in live if prior[c] * self.max_ratio >= top]
+        active = sorted(active, key=lambda c: (-prior[c], c))[: self.max_rails]
         min_piece = self.min_piece if self.min_piece != float("inf") else nbytes + 1
-        shares = None
-        while True:
-            if len(active) <= 1:
-                c = active[0] if active else self.best_channel(key)
-                return self._pieces(c, 0, count, esize), key
-            mask = [c in active for c in range(self.nchan)]
-            shares = self.model.shares(key, mask)
-            small = min(active, key=lambda c: (shares[c], -c))
-            if shares[small] * nbytes >= min_piece:
+        while len(active) > 1:
+            share = self.model.prior_shares([c in active for c in range(self.nchan)])
+            small = min(active, key=lambda c: (share[c], -c))
+            if share[small] * nbytes >= min_piece:
                 break
             active.remove(small)  # a piece this small costs more than it saves
+        if len(active) <= 1:
+            c = active[0] if active else self.best_channel(key)
+            return self._pieces(c, 0, count, esize), key
+        shares = self.model.shares(key, [c in active for c in range(self.nchan)])
         unit = ROUND if count >= ROUND * 4 * len(active) else 1
         slices, off = [], 0
         order = sorted(active)
@@ -405,7 +411,8 @@ class Planner:
 
     def switch_points(self, coll, lo=1, hi=1 << 30, root=0):
         """{"a->b": first payload in bytes that gets b}: where the choice for coll changes
-        between lo and hi bytes (powers of two scanned, each change found to the byte)."""
+        between lo and hi bytes (powers of two scanned, each change found to the byte), in
+        order of size; a change made again further up is "a->b#2" (#3, ...)."""
         out, prev, size = {}, self._choose(coll, lo, root, True), lo
         while size < hi:
             nxt = min(size * 2, hi)
@@ -419,7 +426,11 @@ class Planner:
                     else:
                         b = m
                 mid = self._choose(coll, b, root, True)
-                out[f"{ALGO_NAMES[prev]}->{ALGO_NAMES[mid]}"] = b
+                name = f"{ALGO_NAMES[prev]}->{ALGO_NAMES[mid]}"
+                # the same change again further up (ring->rd->ring: a vote's cost where the
+                # split starts) gets its own entry, name#2, instead of replacing the first
+                k = sum(1 for x in out if x.split("#")[0] == name)
+                out[name if not k else f"{name}#{k + 1}"] = b
                 prev = mid
                 if mid != got:
                     # a third choice before nxt (A->C->B): scan on from b, where choose is

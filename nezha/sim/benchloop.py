@@ -34,8 +34,25 @@ PROBE_CALLS = 2  # bench/_common.PROBE_CALLS
 # 400 Mbit/s bucket (87 632 B) needs to fill. The replay takes every bucket as full when a
 # size starts. It matters at the first size striped over equal rails (128 KiB): a rail the
 # previous size did not use holds a full bucket, and if the other one does not, its first
-# syncs make the idle rail look several times faster and the split leaves the other rail
-# for good (128 KiB pieces below MIN_RAIL_PIECE are never re-measured).
+# syncs make the idle rail look several times faster. Until the split picked its rails by
+# the prior (Planner.split), that took the other rail off the size for good (its piece fell
+# below MIN_RAIL_PIECE and a one-slice plan is never measured); now it keeps a small share
+# until the next sync.
+
+
+# Runs started before this ran with NEZHA_MIN_RAIL_PIECE's old default, 64k (config.py has
+# 32k since then); a run's own NEZHA_MIN_RAIL_PIECE, when its env set one, wins.
+PIECE_64K_UNTIL = "2026-11-24T10:00"
+
+
+def lab_overrides(doc, run=None):
+    """The configuration a lab run's planner had, as far as the replay needs it: ring from
+    64 KiB (NEZHA_ALGO=ring) and its minimum rail piece."""
+    env = (run or {}).get("env") or {}
+    piece = env.get("NEZHA_MIN_RAIL_PIECE")
+    if piece is None and str(doc.get("started") or "") < PIECE_64K_UNTIL:
+        piece = "64k"
+    return {"ALGO": "ring", **({"MIN_RAIL_PIECE": piece} if piece else {})}
 
 
 def small_latency(rows, upto=1024):
@@ -146,7 +163,7 @@ def replays(doc, system, rails, alpha, min_size=64 << 10, probe=True, refill=Tru
                 bk.tokens[:] = 0.0
             # what the lab ran: ring from 64 KiB, 1 MiB failover pieces, the prior the
             # probe found (equal without one)
-            pl = N.make_planner(n, host_of, len(rails), None, 1, {"ALGO": "ring"})
+            pl = N.make_planner(n, host_of, len(rails), None, 1, lab_overrides(doc, run))
             pl.piece_bytes = 1 << 20
             if probe:
                 seed_probe(pl, run["doc"], rails)
