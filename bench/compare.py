@@ -707,6 +707,12 @@ def summarize(doc_runs, systems_meta, nranks):
     return out
 
 
+def _nezha_defaults():
+    from nezha.config import Config
+    cfg = Config.load({})
+    return {"MIN_RAIL_PIECE": int(cfg["MIN_RAIL_PIECE"])}
+
+
 def build_document(lab, systems, opts, runs, lat_runs, reps, wall, started, command, mptcp_info,
                    lab_checks=()):
     """The JSON document: lab, systems, every run (samples + counters), the summary."""
@@ -750,6 +756,8 @@ def build_document(lab, systems, opts, runs, lat_runs, reps, wall, started, comm
         "suite": "nezha bench compare", "version": __version__, "command": command,
         "started": started.isoformat(timespec="seconds"), "wall_seconds": wall,
         "repetitions": reps, "repetitions_per_collective": reps_by_coll, "options": dataclasses.asdict(opts), "host": host,
+        # the defaults nezha rows ran with where a replay needs them (nezha sim lab)
+        "nezha_defaults": _nezha_defaults(),
         "lab": {"name": lab.name, "hosts": lab.hosts, "rails": lab.rails, "rates_bps": rates,
                 "rates": [_rate_text(b) for b in rates], "mtu": lab.spec.mtu, "gso": lab.spec.gso,
                 "burst_us": lab.spec.burst_us, "latency_ms": lab.spec.latency_ms,

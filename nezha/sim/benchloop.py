@@ -41,15 +41,17 @@ PROBE_CALLS = 2  # bench/_common.PROBE_CALLS
 
 
 # Runs started before this ran with NEZHA_MIN_RAIL_PIECE's old default, 64k (config.py has
-# 32k since then); a run's own NEZHA_MIN_RAIL_PIECE, when its env set one, wins.
-PIECE_64K_UNTIL = "2026-11-24T10:00"
+# 32k since then); a run's own NEZHA_MIN_RAIL_PIECE, when its env set one, wins, then the
+# defaults the compare suite records (nezha_defaults, from this change on).
+PIECE_64K_UNTIL = "2026-11-24T08:50"
 
 
 def lab_overrides(doc, run=None):
     """The configuration a lab run's planner had, as far as the replay needs it: ring from
     64 KiB (NEZHA_ALGO=ring) and its minimum rail piece."""
     env = (run or {}).get("env") or {}
-    piece = env.get("NEZHA_MIN_RAIL_PIECE")
+    piece = env.get("NEZHA_MIN_RAIL_PIECE") or (doc.get("nezha_defaults") or {}).get(
+        "MIN_RAIL_PIECE")
     if piece is None and str(doc.get("started") or "") < PIECE_64K_UNTIL:
         piece = "64k"
     return {"ALGO": "ring", **({"MIN_RAIL_PIECE": piece} if piece else {})}
