@@ -286,7 +286,7 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
         "a rank that shares its host with other work, so it is off unless asked for.")),
     Param("MAX_RAILS", "int", "4", bound=">= 1", help=(
         "Largest number of rails one operation stripes its data over.")),
-    Param("MIN_RAIL_PIECE", "size", "32k", help=(
+    Param("MIN_RAIL_PIECE", "size", "64k", help=(
         "Smallest piece of a segment sent on one rail: a segment goes over fewer rails when "
         "splitting it over all of them would give smaller pieces, because per-message costs "
         "then outweigh the extra bandwidth. The pieces are judged by the rails' overall "
