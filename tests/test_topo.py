@@ -332,3 +332,39 @@ def test_bind_core_covers_the_threads_nezha_starts():
         assert got["ncpus"] < got["all"] or got["all"] == 1   # one core's PUs
         assert got["new"], "no thread was started"
         assert set(got["new"]) == {got["main"]}
+
+
+def _obj(typ, parent, **kw):
+    o = {"type": typ, "parent": parent, "infos": {}, "name": None, "os_index": None,
+         "logical_index": 0, "cpuset": None, "nodeset": None}
+    o.update(kw)
+    return o
+
+
+def _pci(busid, class_id):
+    return {"busid": busid, "class_id": class_id, "linkspeed_gbps": 0.0}
+
+
+def test_nearest_nic_ties_broken_by_numa():
+    """No fixture needs it: a GPU on package 0, one NIC behind package 1's host bridge and one
+    behind a bridge of the machine's, both 6 edges away: the NIC whose locality shares the
+    GPU's NUMA node (the machine's: nodes 0 and 1) is nearest, not both."""
+    objs = [_obj("Machine", -1, nodeset=[0, 1], cpuset=[0, 1, 2, 3]),
+            _obj("Package", 0, os_index=0, nodeset=[0], cpuset=[0, 1]),
+            _obj("NUMANode", 1, os_index=0, nodeset=[0], cpuset=[0, 1]),
+            _obj("Package", 0, os_index=1, nodeset=[1], cpuset=[2, 3]),
+            _obj("NUMANode", 3, os_index=1, nodeset=[1], cpuset=[2, 3]),
+            _obj("Bridge", 1),
+            _obj("PCIDev", 5, pci=_pci("0000:01:00.0", model.PCI_CLASS_3D)),
+            _obj("Bridge", 3),
+            _obj("PCIDev", 7, pci=_pci("0000:81:00.0", 0x0200)),
+            _obj("OSDev", 8, name="eth1", osdev_type=model.OSDEV_NETWORK),
+            _obj("Bridge", 0),
+            _obj("Bridge", 10),
+            _obj("PCIDev", 11, pci=_pci("0000:40:00.0", 0x0200)),
+            _obj("OSDev", 12, name="eth2", osdev_type=model.OSDEV_NETWORK)]
+    t = model.build({"objects": objs}, "test")
+    assert [n.name for n in t.nics] == ["eth2", "eth1"]
+    (gpu,) = t.gpus
+    assert gpu.name == "gpu@0000:01:00.0" and gpu.nic_hops == 6
+    assert gpu.nearest_nics == ["eth2"]
