@@ -3,14 +3,16 @@
 
 Builds its own lab (`Lab(hosts=H, rails=R, rate=..., ranks_per_host=L)`, a unique name, always
 removed, also on errors, Ctrl-C and SIGTERM), then runs bench/osu_allreduce.py (float32 sum, the
-given sizes only) once per system and repetition, H x L ranks, systems interleaved and rotated by
-one each repetition. The rail byte counters are read around every run and must show the
+given sizes only; --collective allgather or reduce_scatter: bench/osu_allgather.py or
+osu_reduce_scatter.py, with OSU's sizes: per rank, whole send buffer) once per system and
+repetition, H x L ranks, systems interleaved and rotated by one each repetition. The rail byte counters are read around every run and must show the
 system's bytes on the rails it claims and at least half the inter-host lower bound there (so no
 system can bypass the shaped rails over mgmt or shared memory between lab hosts).
 
     python bench/ranks_per_host.py [--hosts 2] [--ranks-per-host 4] [--rails 2] [--rate 400mbit]
         [--sizes 4,1K,64K,1M,16M | -m MIN:MAX] [--reps 2] [--time-budget 0.3] [--systems a,b]
-        [--in-place] [--validate] [--quick] [--out FILE.md] [--json FILE.json]
+        [--collective allreduce|allgather|reduce_scatter] [--in-place] [--validate] [--quick]
+        [--out FILE.md] [--json FILE.json]
     python bench/ranks_per_host.py --worker --sizes 4,1024 [--check-locality] SCRIPT ARGS...
                                                                    (one rank; internal)
 
@@ -104,12 +106,17 @@ def goodput_bytes(rate_bps):
     return rate_bps * MTU_GOODPUT / 8
 
 
-def floor_us(size, hosts, rates):
-    """Inter-host floor of an allreduce of `size` bytes (µs): every host must send
-    2(H-1)/H x S over its rails, at the sum of its rails' goodputs. None for one host."""
+def floor_us(size, hosts, rates, collective="allreduce", ranks_per_host=1):
+    """Inter-host floor of a collective of OSU size `size` (µs): every host must send
+    2(H-1)/H x S over its rails for an allreduce, at the sum of its rails' goodputs; (H-1)/H
+    x T for allgather and reduce_scatter, T the whole result (allgather: H x L x the per-rank
+    size) or send buffer (reduce_scatter): a host receives, or sends, the other hosts' part of
+    it. None for one host."""
     if hosts < 2:
         return None
-    return 2 * (hosts - 1) / hosts * size / sum(goodput_bytes(r) for r in rates) * 1e6
+    total = size * hosts * ranks_per_host if collective == "allgather" else size
+    per_host = (2 if collective == "allreduce" else 1) * (hosts - 1) / hosts * total
+    return per_host / sum(goodput_bytes(r) for r in rates) * 1e6
 
 
 # ---------------------------------------------------------------- Open MPI, one daemon per host
@@ -161,6 +168,7 @@ class Options:
     max_other_share: float = 0.02
     max_mgmt_share: float = 0.05       # mgmt may carry at most max(4 MiB, this x rail bytes)
     quick: bool = False
+    collective: str = "allreduce"      # or allgather, reduce_scatter (bench/osu_<it>.py)
 
 
 def select(names=None):
@@ -177,10 +185,10 @@ def select(names=None):
 def worker_cmd(system, lab, opts, json_path):
     """(argv, env, mca) of one run: compare.py's worker command, run through this file's worker
     (explicit sizes, locality check)."""
-    copts = cmp.Options(collectives=("allreduce",), min_size=min(opts.sizes),
+    copts = cmp.Options(collectives=(opts.collective,), min_size=min(opts.sizes),
                         max_size=max(opts.sizes), time_budget=opts.time_budget,
                         validate=opts.validate)
-    argv, env, mca = cmp.worker_cmd(system, "allreduce", lab, copts, json_path)
+    argv, env, mca = cmp.worker_cmd(system, opts.collective, lab, copts, json_path)
     k = argv.index("--worker")
     mine = [os.path.abspath(__file__), "--worker", "--sizes", ",".join(map(str, opts.sizes))]
     if system.name in PER_HOST_DAEMONS:
@@ -209,7 +217,7 @@ def run_one(lab, system, opts, tmpdir, rep, order, log):
     if system.name in PER_HOST_DAEMONS:
         env = dict(env, **per_host_launch(lab, tmpdir))
         launch += "; one PRRTE daemon per lab host (plm_ssh_agent into the host namespace)"
-    rec = {"system": system.name, "collective": "allreduce", "rep": rep, "order": order,
+    rec = {"system": system.name, "collective": opts.collective, "rep": rep, "order": order,
            "argv": argv, "env": env, "mca": [list(x) for x in mca], "launch": launch,
            "claimed_rails": [f"rail{r}" for r in cmp.system_rails(system, lab)],
            "loadavg_before": os.getloadavg()[0]}
@@ -234,9 +242,11 @@ def run_one(lab, system, opts, tmpdir, rep, order, log):
         rec["stderr_tail"] = out.splitlines()[-40:]
     rec["doc"] = doc
     per_rail, mgmt = cmp.tx_delta(c0, c1)
-    # The lower bound is between hosts (2(H-1) x S per call, compare's bound with H ranks): a
-    # host's ranks may combine their data over shared memory or loopback, which no rail sees.
-    exp = cmp.expected_bytes("allreduce", dict(doc, ranks=lab.hosts), opts.validate) if doc else 0
+    # The lower bound is between hosts (2(H-1) x S per call, compare's bound with H ranks; (H-1)
+    # x S for the others): a host's ranks may combine their data over shared memory or
+    # loopback, which no rail sees.
+    exp = (cmp.expected_bytes(opts.collective, dict(doc, ranks=lab.hosts), opts.validate)
+           if doc else 0)
     largest = max((r["size"] for r in doc["results"]), default=0) if doc else None
     pl = cmp.placement(cmp.system_rails(system, lab), per_rail, mgmt, exp, opts.min_share,
                        opts.max_other_share, largest)
@@ -310,7 +320,7 @@ def build_document(lab, systems, opts, runs, reps, wall, started, command, inter
             "mgmt_tx_bytes": mgmt, "algorithm": algos,
             "library": next((r["doc"].get("library") for r in mine if r.get("doc")), None)}
     ok_runs = [r for r in runs if "error" not in r and r["placement"]["ok"]]
-    summary = cmp.summarize(ok_runs, meta, lab.slots).get("allreduce", {})
+    summary = cmp.summarize(ok_runs, meta, lab.slots).get(opts.collective, {})
     return {
         "suite": "bench/ranks_per_host.py", "version": __version__, "command": command,
         "started": started.isoformat(timespec="seconds"), "wall_seconds": wall,
@@ -321,8 +331,12 @@ def build_document(lab, systems, opts, runs, reps, wall, started, command, inter
                 "ranks": lab.slots, "rails": lab.rails, "rates_bps": rates,
                 "rates": [cmp._rate_text(b) for b in rates], "mtu": lab.spec.mtu,
                 "gso": lab.spec.gso, "burst_us": lab.spec.burst_us},
-        "floor_us": {str(size): floor_us(size, lab.hosts, rates) for size in opts.sizes},
-        "floor_how": "2(H-1)/H x S / (sum of one host's rail goodputs), goodput = rate x 8948/9014 "
+        "floor_us": {str(size): floor_us(size, lab.hosts, rates, opts.collective,
+                                         lab.ranks_per_host) for size in opts.sizes},
+        "floor_how": ("2(H-1)/H x S" if opts.collective == "allreduce" else
+                      "(H-1)/H x T (T: the gathered result)" if opts.collective == "allgather" else
+                      "(H-1)/H x S")
+                     + " / (sum of one host's rail goodputs), goodput = rate x 8948/9014 "
                      "(TCP payload per MTU-9000 frame) in bytes/s",
         "reference": REFERENCE, "systems": meta, "summary": summary,
         "mpi_sm_note": MPI_SM_NOTE, "runs": runs,
@@ -365,7 +379,8 @@ def markdown(doc):
     """The report: header (command, date), lab, the table, where every system's bytes went."""
     lab, o = doc["lab"], doc["options"]
     gp = [goodput_bytes(b) / 1e6 for b in lab["rates_bps"]]
-    lines = [f"# Allreduce with several ranks per host: {lab['hosts']} hosts x "
+    coll = o.get("collective", "allreduce")
+    lines = [f"# {coll.capitalize()} with several ranks per host: {lab['hosts']} hosts x "
              f"{lab['ranks_per_host']} ranks, {lab['rails']} rails at {', '.join(lab['rates'])}", "",
              f"Command: `{doc['command']}`  ",
              f"Date: {doc['started'].replace('T', ' ')}; {doc['repetitions']} interleaved "
@@ -378,7 +393,7 @@ def markdown(doc):
              f"{lab['mtu']}; unshaped mgmt network for bootstrap only. Machine "
              f"`{doc['host']['hostname']}`, {doc['host']['cpus']} CPUs, kernel "
              f"{doc['host']['kernel']}; nezha {doc['version']}.",
-             f"- bench/osu_allreduce.py, float32 sum, {'in place' if o['in_place'] else 'out of place'}; "
+             f"- bench/osu_{coll}.py, float32 sum, {'in place' if o['in_place'] else 'out of place'}; "
              "latency = OSU average (µs), median over repetitions. Ratios: baseline / nezha-all "
              "(> 1: nezha-all faster).",
              f"- Inter-host floor = {doc['floor_how']}: one host's rails give "
@@ -492,6 +507,9 @@ def _parser():
     p.add_argument("--time-budget", type=float, default=None,
                    help="seconds per size and run, caps OSU iterations (default 0.3; --quick 0.05)")
     p.add_argument("--systems", default="", help="comma list (default all): " + ",".join(s.name for s in SYSTEMS))
+    p.add_argument("--collective", default="allreduce",
+                   choices=("allreduce", "allgather", "reduce_scatter"),
+                   help="what to measure (default allreduce)")
     p.add_argument("-l", "--in-place", action="store_true", help="in-place allreduce (OSU -l)")
     p.add_argument("--validate", action="store_true", help="also check every size's result (OSU -c)")
     p.add_argument("--run-timeout", type=float, default=900.0, help="seconds per run before it is killed")
@@ -523,9 +541,12 @@ def main(argv=None):
                        systems=tuple(x.strip() for x in a.systems.split(",") if x.strip()),
                        reps=a.reps if a.reps is not None else (1 if a.quick else 2),
                        time_budget=a.time_budget if a.time_budget is not None else (0.05 if a.quick else 0.3),
-                       in_place=a.in_place, validate=a.validate, run_timeout=a.run_timeout, quick=a.quick)
+                       in_place=a.in_place, validate=a.validate, run_timeout=a.run_timeout, quick=a.quick,
+                       collective=a.collective)
         if not opts.sizes or opts.reps < 1:
             raise ValueError("need at least one size and one repetition")
+        if a.in_place and a.collective != "allreduce":
+            raise ValueError("--in-place: allreduce only")
         if any(x.when == "ina" for x in select(list(opts.systems) or None)) and a.ina is None:
             raise ValueError("the nezha-ina rows need an INA service: give --ina RAIL")
         rails = a.rails or max(2, len(a.rate.split(",")))
@@ -542,6 +563,7 @@ def main(argv=None):
     rates = lab.spec.rates
     tag = "-".join(cmp._rate_text(b) for b in rates) if len(set(rates)) > 1 else cmp._rate_text(rates[0])
     out = a.out or os.path.join(HERE, "out", f"ranks_per_host-{lab.hosts}x{lab.ranks_per_host}-{tag}"
+                                + ("" if a.collective == "allreduce" else f"-{a.collective}")
                                 + ("-quick" if a.quick else "") + ".md")
     jpath = a.json or os.path.splitext(out)[0] + ".json"
     command = "python bench/ranks_per_host.py " + " ".join(shlex.quote(x) for x in argv)

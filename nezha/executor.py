@@ -235,14 +235,15 @@ class Executor:
 
             def build(s, algo, chan, off, cnt, src):
                 slices.reduce_scatter(s, algo, chan, dst, address(src), block, lo + off, cnt,
-                                      es, size, hosts)
+                                      es, size, hosts, self.planner.rail_owners(chan))
                 if op == ReduceOp.AVG:
                     s.add_avg(dst + (lo + off) * es, cnt, float(size))
         else:
             coll, op = _eng.COLL_ALLGATHER, 0
 
             def build(s, algo, chan, off, cnt, src):
-                slices.allgather(s, algo, chan, dst, address(src), block, lo + off, cnt, hosts)
+                slices.allgather(s, algo, chan, dst, address(src), block, lo + off, cnt, hosts,
+                                 self.planner.rail_owners(chan))
 
         req.spec = (coll, int(dt), int(op), hi - lo, -1,
                     lambda: self.planner.blocks(kind, hi - lo, es, algo), build, None, a, False)

@@ -531,7 +531,7 @@ class Planner:
     def blocks(self, coll, block_count, esize, algo=ALGO_RING):
         """Plan for allgather / reduce_scatter / alltoall / reduce: how each block is cut."""
         slices, key = self.split(coll, block_count, esize)
-        return Plan(slices, algo, key, esize)
+        return Plan(slices, algo, key, esize, self._owner_tag(algo))
 
     def single(self, algo=0):
         """One whole piece on the best channel (barrier, send/recv)."""

@@ -136,6 +136,13 @@ def test_ranks_per_host_sizes_and_inter_host_floor():
     assert rph.floor_us(1 << 20, 4, [400e6, 100e6]) == pytest.approx(
         1.5 * (1 << 20) / (goodput * 1.25) * 1e6)
     assert rph.floor_us(4, 1, [400e6]) is None
+    # allgather: a host receives the other hosts' (H-1) x L per-rank blocks; reduce_scatter:
+    # it sends (H-1)/H of the whole send buffer
+    assert rph.floor_us(1 << 20, 2, [400e6, 400e6], "allgather", 4) == pytest.approx(
+        4 * (1 << 20) / (2 * goodput) * 1e6)
+    assert rph.floor_us(1 << 20, 3, [400e6], "reduce_scatter", 2) == pytest.approx(
+        2 / 3 * (1 << 20) / goodput * 1e6)
+    assert rph.main(["--collective", "allgather", "-l"]) == 2   # in place: allreduce only
 
 def test_lab_driver_arguments_make_the_lab():
     """bench/failover.py and bench/soak.py share add_lab_args / lab_from_args (not brought up)."""

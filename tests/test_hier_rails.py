@@ -1,6 +1,7 @@
 """Rail-aligned hierarchical collectives (NEZHA_HIER_RAILS, nezha/topo/placement.py): who
-drives which rail, the schedules' cross-host bytes per channel, exact results over loop+shm,
-and a rail lost mid-collective with alignment on."""
+drives which rail, the schedules' cross-host bytes per channel (allreduce, broadcast,
+allgather, reduce_scatter), exact results over loop+shm (even and uneven host layouts), and a
+rail lost mid-collective with alignment on."""
 import os
 import time
 
@@ -89,42 +90,62 @@ def test_owners_follow_the_live_rails():
     assert "nearest NICs" in p.describe_rails()
 
 
-def test_plan_hash_tells_aligned_from_striped():
+def _plan(p, coll, count, root=0):
+    if coll == "allreduce":
+        return p.allreduce(count, 8)
+    if coll == "broadcast":
+        return p.broadcast(count, 8, root=root)
+    return p.blocks(coll, count, 8, p.algorithm(coll, count * 8 * p.ranks))
+
+
+@pytest.mark.parametrize("coll", ["allreduce", "broadcast", "allgather", "reduce_scatter"])
+def test_plan_hash_tells_aligned_from_striped(coll):
     """Ranks that disagree on the placement fail the plan-hash check instead of hanging."""
-    a = _planner("aligned", 2, 2, 2).allreduce(100_003, 8)
-    s = _planner("striped", 2, 2, 2).allreduce(100_003, 8)
+    a = _plan(_planner("aligned", 2, 2, 2), coll, 100_003)
+    s = _plan(_planner("striped", 2, 2, 2), coll, 100_003)
     assert a.algo == s.algo == ALGO_HIER and a.slices == s.slices and a.hash != s.hash
-    n = _planner("aligned", 2, 2, 2, near=[[1], [0]]).allreduce(100_003, 8)
+    n = _plan(_planner("aligned", 2, 2, 2, near=[[1], [0]]), coll, 100_003)
     assert n.hash != a.hash
 
 
 # ---- the schedules: cross-host payload bytes per channel ---------------------------------
 
+COLL_IDS = {"allreduce": _eng.COLL_ALLREDUCE, "broadcast": _eng.COLL_BROADCAST,
+            "allgather": _eng.COLL_ALLGATHER, "reduce_scatter": _eng.COLL_REDUCE_SCATTER}
+
+
 def _cross_payload(mode, H, L, R, count, coll, root=0):
     """{rank: [payload bytes sent to other hosts on channel c]} of every rank's schedule
-    for the plan the planner makes (headers, the first send on each endpoint, left out)."""
+    for the plan the planner makes (headers, the first send on each endpoint, left out);
+    count: elements of the buffer, or of every block (allgather, reduce_scatter)."""
     p = _planner(mode, H, L, R)
     n = H * L
-    plan = p.allreduce(count, 8) if coll == "allreduce" else p.broadcast(count, 8, root=root)
+    plan = _plan(p, coll, count, root)
     assert plan.algo == ALGO_HIER and len(plan.slices) == R, plan
     out = {}
     for r in range(n):
-        s = _eng.Schedule(r, n, R, _eng.COLL_ALLREDUCE, 1, int(DType.INT64), 0, count, root,
+        s = _eng.Schedule(r, n, R, COLL_IDS[coll], 1, int(DType.INT64), 0, count, root,
                           plan.algo, plan.hash)
-        a, o = np.zeros(count + 1, np.int64), np.zeros(count + 1, np.int64)
+        a, o = np.zeros(n * count + 1, np.int64), np.zeros(n * count + 1, np.int64)
         for chan, off, cnt in plan.slices:
             own = p.rail_owners(chan)
             if coll == "allreduce":
                 slices.allreduce(s, plan.algo, chan, o.ctypes.data + off * 8,
                                  a.ctypes.data + off * 8, cnt, 8, p.hier_groups(r), 1 << 16, own)
-            else:
+            elif coll == "broadcast":
                 slices.broadcast(s, plan.algo, chan, root, o.ctypes.data + off * 8, 0, cnt,
                                  p.hier_hosts(), own)
-        per, seen = [0] * R, set()
+            elif coll == "allgather":
+                slices.allgather(s, plan.algo, chan, o.ctypes.data, a.ctypes.data, count, off,
+                                 cnt, p.hier_hosts(), own)
+            else:
+                slices.reduce_scatter(s, plan.algo, chan, o.ctypes.data, a.ctypes.data, count,
+                                      off, cnt, 8, n, p.hier_hosts(), own)
+        per, seen = [0] * (R + 1), set()
         for kind, ep, nb, _, _, ch in s.ops_list():
-            if kind == 0 and (ep % n) // L != r // L:
-                if ep in seen:
-                    per[ch] += nb
+            if kind == 0:
+                if ep in seen:  # per[R]: within the host, every channel
+                    per[ch if (ep % n) // L != r // L else R] += nb
                 seen.add(ep)
         out[r] = per
         del a, o
@@ -133,19 +154,20 @@ def _cross_payload(mode, H, L, R, count, coll, root=0):
 
 @pytest.mark.parametrize("H", [2, 3])
 @pytest.mark.parametrize("L,R", LAYOUTS)
-@pytest.mark.parametrize("coll", ["allreduce", "broadcast"])
+@pytest.mark.parametrize("coll", ["allreduce", "broadcast", "allgather", "reduce_scatter"])
 def test_schedule_puts_cross_host_bytes_on_the_owners_rails(coll, L, R, H):
     """Aligned: local rank i sends to other hosts only on the rails it owns (i mod R, ...),
     and on every one of them; each host's rails carry the bytes of the striped layout (the
     cross-host phase is the same size, only who sends it changes) up to rounding: blocks
     cut at other element boundaries leave a ring's own block a few elements larger or
-    smaller."""
+    smaller (allreduce, broadcast; allgather and reduce_scatter carry every block's parts,
+    exactly the striped bytes)."""
     count = 100_003
     root = L + 1 if coll == "broadcast" else 0  # host 1: its chain crosses to host 2 too
     al = _cross_payload("aligned", H, L, R, count, coll, root)
     st = _cross_payload("striped", H, L, R, count, coll, root)
     owners = placement.modular(L, R)
-    sends = {h for h in range(H)} if coll == "allreduce" else {h for h in range(H)
+    sends = {h for h in range(H)} if coll != "broadcast" else {h for h in range(H)
                                                                if (h - 1) % H < H - 1}
     for r in range(H * L):
         i, h = r % L, r // L
@@ -159,49 +181,86 @@ def test_schedule_puts_cross_host_bytes_on_the_owners_rails(coll, L, R, H):
             a = sum(al[r][c] for r in range(h * L, h * L + L))
             b = sum(st[r][c] for r in range(h * L, h * L + L))
             assert abs(a - b) <= b // 1000, (h, c, a, b)
+            if coll in ("allgather", "reduce_scatter"):
+                assert a == b, (h, c, a, b)
+    if coll in ("allgather", "reduce_scatter"):  # within the host: the striped bytes, summed
+        for h in range(H):
+            a = sum(al[r][R] for r in range(h * L, h * L + L))
+            b = sum(st[r][R] for r in range(h * L, h * L + L))
+            extra = (L - 1) * count * 8 if coll == "reduce_scatter" else 0
+            assert b <= a <= b + extra, (h, a, b)
     # striped: every local rank of a sending host uses every rail
     assert all(st[r][c] > 0 for r in range(H * L) if r // L in sends for c in range(R))
 
 
 # ---- exact results and bytes over loop + shm --------------------------------------------
 
-def _run_job(L, R, mode, H=2):
-    n = H * L
+def _run_job(L, R, mode, H=2, per_host=None):
+    """per_host: ranks on each host (block placement), else H hosts of L each."""
+    per_host = per_host or [L] * H
+    host = [h for h, k in enumerate(per_host) for _ in range(k)]
+    n = len(host)
     env = {"NEZHA_RAILS": "loop,shm", "NEZHA_LOOP_RAILS": str(R), "NEZHA_ALGO": "hier",
-           "NEZHA_HIER_RAILS": mode, "NEZHA_TIMEOUT": "30", "LOCAL_WORLD_SIZE": str(L),
-           "NEZHA_SPLIT": "equal"}
-    res = spawn(n, None, env, {r: {"NEZHA_HOST_ID": f"h{r // L}", "LOCAL_RANK": str(r % L)}
-                               for r in range(n)}, timeout=120, worker=WORKER)
+           "NEZHA_HIER_RAILS": mode, "NEZHA_TIMEOUT": "30", "NEZHA_SPLIT": "equal"}
+    res = spawn(n, None, env, {r: {"NEZHA_HOST_ID": f"h{host[r]}",
+                                   "LOCAL_RANK": str(r - host.index(host[r])),
+                                   "LOCAL_WORLD_SIZE": str(per_host[host[r]])}
+                               for r in range(n)}, timeout=180, worker=WORKER)
     for rc, doc, out in res:
         assert rc == 0 and doc is not None and doc["error"] is None, out[-3000:]
     return [doc for _, doc, _ in res]
 
 
-@pytest.mark.parametrize("L,R", LAYOUTS)
-def test_aligned_collectives_exact_and_on_their_rails(L, R):
-    """allreduce, broadcast (every root position), allgather, reduce_scatter on sizes 0, 1,
-    2, 7, 1009, 100003, int64 and float32, 2 hosts, against numpy; over allreduce and
-    broadcast each rank's bytes to the other host go out on the rails it owns. The few
-    bytes allowed elsewhere: the cost model's sync, a flat 8-byte-per-value allreduce on
-    the fastest channel (NEZHA_SPLIT=equal still syncs)."""
-    docs = _run_job(L, R, "aligned")
+def _assert_on_owners_rails(docs, L, R):
+    """Each rank's bytes to other hosts go out on the rails it owns, over allreduce and
+    broadcast (cross) and over allgather and reduce_scatter (cross_blocks). The few bytes
+    allowed elsewhere: the cost model's sync, a flat 8-byte-per-value allreduce on the
+    fastest channel (NEZHA_SPLIT=equal still syncs)."""
     owners = placement.modular(L, R)
     for d in docs:
         assert d["wrong"] == [] and all(d["hier"]), d
         i = d["local"]
         assert "aligned" in d["rails"], d["rails"]
-        for c in range(R):
-            if i in owners[c]:
-                assert d["cross"][c] > 100_000, d
-            else:
-                assert d["cross"][c] <= 64 * (d["syncs"] + 1), d
+        for key in ("cross", "cross_blocks"):
+            for c in range(R):
+                if i in owners[c]:
+                    assert d[key][c] > 100_000, (key, d)
+                else:
+                    assert d[key][c] <= 64 * (d["syncs"] + 1), (key, d)
+
+
+@pytest.mark.parametrize("L,R", LAYOUTS)
+def test_aligned_collectives_exact_and_on_their_rails(L, R):
+    """allreduce, broadcast (every root position), allgather, reduce_scatter on sizes 0, 1,
+    2, 7, 1009, 100003 (int64 and float32; the last two int32 too), 2 hosts, against numpy;
+    each rank's bytes to the other host go out on the rails it owns."""
+    _assert_on_owners_rails(_run_job(L, R, "aligned"), L, R)
+
+
+def test_aligned_three_hosts_odd_total():
+    """3 hosts of 3 ranks (9) on 2 rails, aligned forced: local ranks 0 and 2 share rail 0
+    (each block cut in two parts), 1 drives rail 1; every result exact, bytes on the
+    owners' rails."""
+    _assert_on_owners_rails(_run_job(3, 2, "aligned", H=3), 3, 2)
+
+
+@pytest.mark.parametrize("per_host", [(1, 2, 3), (1, 2, 2)])
+def test_uneven_hosts_stay_flat_and_exact(per_host):
+    """Hosts holding different numbers of ranks (6 and 5 ranks, the odd total too): no
+    hierarchical plan even with NEZHA_ALGO=hier and NEZHA_HIER_RAILS=aligned (the layout
+    has no grid), every collective flat and exact."""
+    docs = _run_job(0, 2, "aligned", per_host=list(per_host))
+    for d in docs:
+        assert d["wrong"] == [] and not any(d["hier"]), d
+        assert "no hierarchical layout" in d["rails"], d["rails"]
+        assert all(o is None for o in d["owners"]), d
 
 
 def test_striped_drives_every_rail_from_every_rank():
     """The contrast: NEZHA_HIER_RAILS=striped, each local rank sends on every rail."""
     for d in _run_job(2, 3, "striped"):
         assert d["wrong"] == [] and "every local rank drives every rail" in d["rails"], d
-        assert all(x > 100_000 for x in d["cross"]), d
+        assert all(x > 100_000 for x in d["cross"] + d["cross_blocks"]), d
 
 
 # ---- a rail lost mid-collective with alignment on ---------------------------------------

@@ -87,6 +87,18 @@ def test_cold_bucket_uses_the_overall_rates_as_prior():
     assert state == COLD and rates[0] > 3 * rates[1]
 
 
+def test_measurements_win_over_the_nominal_prior():
+    """Issue 15: the first split follows the rails' nominal speeds (400 + 100 Mbit/s: 4:1);
+    rails measured equal take the split to 1:1 within a few syncs."""
+    cfg = Config.load({"MIN_RAIL_PIECE": "64k", "SMALL_MSG_THRESHOLD": "32k"}, environ={})
+    p = Planner(2, cfg, ["rail0", "rail1"], nominal=[400.0, 100.0])
+    key = bucket_of("allreduce", 16 << 20)
+    assert p.model.shares(key, [True, True]) == pytest.approx([0.8, 0.2])
+    feed(p, key, [40e6, 40e6], syncs=costmodel.K_WARM + 2)
+    assert p.model.state(key) == HOT
+    assert p.model.shares(key, [True, True]) == pytest.approx([0.5, 0.5], abs=0.02)
+
+
 def test_rate_shift_sends_every_bucket_back_to_cold():
     p = planner(2)
     key = bucket_of("allreduce", 16 << 20)

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 
 import pytest
 
@@ -70,6 +71,61 @@ FIRST = {"24em64t-2n6c2t-pci.xml": "mlx4_0", "coral-lassen.xml": "mlx5_0"}
 def test_every_fixture_has_a_case():
     files = {f for f in os.listdir(FIXTURES) if f.endswith((".xml", ".output"))}
     assert files == set(CASES)
+
+
+_GPU_OSDEVS = ("cuda", "nvml", "rsmi", "opencl")  # in the order a GPU's name is taken from
+
+
+def _count_from_the_file(path):
+    """CASES' numbers for one export by the rules above, with ElementTree and no nezha: the
+    oracle the probe's numbers are checked against. Nearest NICs: fewest tree edges between
+    the two PCIDev elements (no fixture needs the NUMA tie-break); a NIC is named by its
+    OpenFabrics device, else its network device."""
+    root = ET.parse(path).getroot()
+    parent = {c: p for p in root.iter() for c in p}
+    objs = list(root.iter("object"))
+
+    def osdevs(e):
+        return [c for c in e if c.tag == "object" and c.get("type") == "OSDev"]
+
+    nics, gpus = [], []
+    for e in objs:
+        if e.get("type") != "PCIDev":
+            continue
+        devs = osdevs(e)
+        if any(c.get("osdev_type") in ("2", "3") for c in devs):
+            of = [c.get("name") for c in devs if c.get("osdev_type") == "3"]
+            nics.append((e, (of or [c.get("name") for c in devs])[0]))
+        named = sorted((c.get("name") for c in devs if c.get("name", "").startswith(_GPU_OSDEVS)),
+                       key=lambda n: _GPU_OSDEVS.index(next(p for p in _GPU_OSDEVS
+                                                            if n.startswith(p))))
+        if named or (e.get("pci_type", "").startswith("0302") and not devs):
+            gpus.append((e, named[0] if named else "gpu@" + e.get("pci_busid")))
+
+    def up(e):
+        out = []
+        while e is not None:
+            out.append(e)
+            e = parent.get(e)
+        return out
+
+    def edges(a, b):
+        ua, ub = up(a), up(b)
+        common = next(x for x in ua if x in ub)
+        return ua.index(common) + ub.index(common)
+
+    near = {}
+    for g, name in gpus:
+        d = {n: edges(g, e) for e, n in nics}
+        near[name] = {n for n in d if d[n] == min(d.values())}
+    return dict(packages=sum(e.get("type") == "Package" for e in objs),
+                numa=sum(e.get("type") == "NUMANode" for e in objs), nics=len(nics), gpus=near)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_cases_are_counted_from_the_files(name):
+    """The expected numbers are the files' own, not copied from the probe's output."""
+    assert _count_from_the_file(os.path.join(FIXTURES, name)) == CASES[name]
 
 
 def _run_topo(*args):
@@ -176,6 +232,40 @@ def test_fallback_without_hwloc_logs_why(monkeypatch, capsys):
         probe.load(os.path.join(FIXTURES, "cts1-pascal.xml"))
 
 
+_NO_HWLOC = {
+    # the extension cannot be imported (not built, or libhwloc.so missing at run time)
+    "import": "sys.modules['nezha._core.hwloc'] = None",
+    # it loads, but the runtime library is another API major than the one compiled against
+    "api": ("import types\n"
+            "def check():\n"
+            "    raise RuntimeError('hwloc runtime API 0x30000, compiled against 0x20b00')\n"
+            "sys.modules['nezha._core.hwloc'] = types.SimpleNamespace(check_api_version=check)"),
+}
+
+
+@pytest.mark.parametrize("how, reason", [("import", "nezha._core.hwloc is not available"),
+                                         ("api", "hwloc runtime API 0x30000")])
+def test_no_hwloc_at_run_time_falls_back_and_says_why(how, reason):
+    """`nezha topo` in a process where hwloc cannot be used: this machine from sysfs, the
+    reason in the log; another machine's XML is a clear error (it needs hwloc)."""
+    code = ("import runpy, sys\n" + _NO_HWLOC[how] + "\n"
+            "sys.argv = ['nezha', 'topo'] + sys.argv[1:]\n"
+            "runpy.run_module('nezha', run_name='__main__')\n")
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    run = [sys.executable, "-c", code]
+    out = subprocess.run(run + ["--json"], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    t = json.loads(out.stdout)
+    assert t["source"].startswith("sysfs") and t["notes"], t
+    assert t["packages"] and t["numa_nodes"]
+    assert "topology from sysfs, not hwloc" in out.stderr and reason in out.stderr, out.stderr
+    xml = os.path.join(FIXTURES, "cts1-pascal.xml")
+    out = subprocess.run(run + ["--xml", xml], env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 2 and "needs hwloc" in out.stderr and reason in out.stderr
+    assert "Traceback" not in out.stderr
+
+
 @needs_hwloc
 @pytest.mark.parametrize("name, local_rank, rails_, mode, want", [
     # local rank -> GPU -> its nearest NIC -> that NIC's NUMA node (cpus from the XML's cpuset)
@@ -242,3 +332,39 @@ def test_bind_core_covers_the_threads_nezha_starts():
         assert got["ncpus"] < got["all"] or got["all"] == 1   # one core's PUs
         assert got["new"], "no thread was started"
         assert set(got["new"]) == {got["main"]}
+
+
+def _obj(typ, parent, **kw):
+    o = {"type": typ, "parent": parent, "infos": {}, "name": None, "os_index": None,
+         "logical_index": 0, "cpuset": None, "nodeset": None}
+    o.update(kw)
+    return o
+
+
+def _pci(busid, class_id):
+    return {"busid": busid, "class_id": class_id, "linkspeed_gbps": 0.0}
+
+
+def test_nearest_nic_ties_broken_by_numa():
+    """No fixture needs it: a GPU on package 0, one NIC behind package 1's host bridge and one
+    behind a bridge of the machine's, both 6 edges away: the NIC whose locality shares the
+    GPU's NUMA node (the machine's: nodes 0 and 1) is nearest, not both."""
+    objs = [_obj("Machine", -1, nodeset=[0, 1], cpuset=[0, 1, 2, 3]),
+            _obj("Package", 0, os_index=0, nodeset=[0], cpuset=[0, 1]),
+            _obj("NUMANode", 1, os_index=0, nodeset=[0], cpuset=[0, 1]),
+            _obj("Package", 0, os_index=1, nodeset=[1], cpuset=[2, 3]),
+            _obj("NUMANode", 3, os_index=1, nodeset=[1], cpuset=[2, 3]),
+            _obj("Bridge", 1),
+            _obj("PCIDev", 5, pci=_pci("0000:01:00.0", model.PCI_CLASS_3D)),
+            _obj("Bridge", 3),
+            _obj("PCIDev", 7, pci=_pci("0000:81:00.0", 0x0200)),
+            _obj("OSDev", 8, name="eth1", osdev_type=model.OSDEV_NETWORK),
+            _obj("Bridge", 0),
+            _obj("Bridge", 10),
+            _obj("PCIDev", 11, pci=_pci("0000:40:00.0", 0x0200)),
+            _obj("OSDev", 12, name="eth2", osdev_type=model.OSDEV_NETWORK)]
+    t = model.build({"objects": objs}, "test")
+    assert [n.name for n in t.nics] == ["eth2", "eth1"]
+    (gpu,) = t.gpus
+    assert gpu.name == "gpu@0000:01:00.0" and gpu.nic_hops == 6
+    assert gpu.nearest_nics == ["eth2"]

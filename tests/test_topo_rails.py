@@ -135,6 +135,27 @@ def test_select_overrides_and_forms(monkeypatch):
         rails.select(boot, None)
 
 
+def test_select_logs_the_rail_one_host_lacks(monkeypatch, capsys):
+    """The job-wide decision reaches the log on the path a job takes (select(), not only
+    form()'s notes): the peer has no NIC in eth1's subnet, so eth1 is left out here too."""
+    from nezha import log
+    from nezha.config import Config
+    here = [Interface("eth0", "10.0.0.1", "255.255.255.0", 24, True),
+            Interface("eth1", "10.1.0.1", "255.255.255.0", 24, True)]
+    monkeypatch.setattr(rails, "list_interfaces", lambda: here)
+    monkeypatch.setattr(rails, "kind_of", lambda i: "ethernet")
+    monkeypatch.setattr(rails, "control_addresses", lambda environ=None: [])
+    log.configure(Config._read(environ={"NEZHA_DEBUG": "INFO", "NEZHA_DEBUG_SUBSYS": "TOPO"}))
+    try:
+        got = rails.select(_Boot([nic("eth0", "10.0.0.2")]), None)
+    finally:
+        err = capsys.readouterr().err
+        log.configure()
+    assert [i.name for i in got] == ["eth0"]
+    assert "subnet 10.1.0.0/24 is missing on rank 1 (h1): left out on every host" in err, err
+    assert "eth1: left out: subnet 10.1.0.0/24 is missing" in err, err
+
+
 def test_nominal_speeds_seed_the_first_split():
     # 400 and 100 Mbit/s rails: the first large allreduce is split 4:1, not evenly; with
     # NEZHA_SPLIT=equal, or a speed unknown somewhere, it stays even.

@@ -53,22 +53,24 @@ def broadcast(s, algo, chan, root, out, src, cnt, hosts, owners=None):
         _eng.tree_broadcast(s, chan, root, out, cnt, algo == ALGO_TREE)
 
 
-def allgather(s, algo, chan, out, src, block, off, cnt, hosts):
-    """Elements [off, off+cnt) of every rank's block (block elements each)."""
+def allgather(s, algo, chan, out, src, block, off, cnt, hosts, owners=None):
+    """Elements [off, off+cnt) of every rank's block (block elements each). owners: as
+    allreduce's (hierarchical only)."""
     if algo == ALGO_HIER:
-        _eng.hier_allgather(s, chan, out, src, block, off, cnt, hosts)
+        _eng.hier_allgather(s, chan, out, src, block, off, cnt, hosts, owners)
     elif algo == ALGO_RD:
         _eng.rd_allgather(s, chan, out, src, block, off, cnt)
     else:
         _eng.ring_allgather(s, chan, out, src, block, off, cnt)
 
 
-def reduce_scatter(s, algo, chan, out, src, block, off, cnt, es, size, hosts):
+def reduce_scatter(s, algo, chan, out, src, block, off, cnt, es, size, hosts, owners=None):
     """Elements [off, off+cnt) of every block; the partial sums go to scratch the schedule
-    keeps (within the host then across hosts for the hierarchical one)."""
+    keeps (within the host then across hosts for the hierarchical one). owners: as
+    allreduce's (hierarchical only)."""
     if algo == ALGO_HIER:
         work = np.empty((size + len(hosts)) * cnt * es + 1, np.uint8)
-        _eng.hier_reduce_scatter(s, chan, out, src, block, off, cnt, hosts, work)
+        _eng.hier_reduce_scatter(s, chan, out, src, block, off, cnt, hosts, work, owners)
         return
     work = np.empty(size * cnt * es + 1, np.uint8)
     scatter = _eng.rh_reduce_scatter if algo == ALGO_RD else _eng.ring_reduce_scatter

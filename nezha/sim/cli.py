@@ -90,8 +90,9 @@ def run(a):
             if algo == "nezha":
                 nchan = fab.rails * a.nconns
                 rates = [r * 1e9 / 8 for r in getattr(fab, "rates", [1.0] * fab.rails)]
-                pl = N.make_planner(ranks, host_of, nchan, rates, a.nconns,
-                                    {"ALGO": a.nezha_algo} if a.nezha_algo else None)
+                over = {k: v for k, v in (("ALGO", a.nezha_algo),
+                                          ("HIER_RAILS", a.hier_rails)) if v}
+                pl = N.make_planner(ranks, host_of, nchan, rates, a.nconns, over or None)
                 wl, plan = N.workload(a.coll, nbytes, pl)
                 key, note = None, repr(plan)
             else:
@@ -332,6 +333,8 @@ def parser():
                    help="nezha (its planner and builders) or " + ", ".join(TB.ALGOS))
     r.add_argument("--coll", default="allreduce", help="nezha: " + ", ".join(N.COLLS))
     r.add_argument("--nezha-algo", default=None, help="NEZHA_ALGO for the planner")
+    r.add_argument("--hier-rails", default=None, choices=("auto", "aligned", "striped"),
+                   help="NEZHA_HIER_RAILS for the planner")
     r.add_argument("--scheme", default="ecmp", help=", ".join(SCHEMES))
     r.add_argument("--sizes", default="1M", help="bytes per rank: 64K:64M or a,b,c")
     r.add_argument("--fail", action="append",

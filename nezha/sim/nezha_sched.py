@@ -69,10 +69,10 @@ def _build(s, coll, plan, rank, planner, count, es, root):
         elif coll == "broadcast":
             slices.broadcast(s, algo, chan, root, o, p, cnt, hosts, own)
         elif coll == "allgather":
-            slices.allgather(s, algo, chan, _OUT, _IN, count, off, cnt, hosts)
+            slices.allgather(s, algo, chan, _OUT, _IN, count, off, cnt, hosts, own)
         elif coll == "reduce_scatter":
             slices.reduce_scatter(s, algo, chan, _OUT, _IN, count, off, cnt, es,
-                                  planner.ranks, hosts)
+                                  planner.ranks, hosts, own)
         elif coll == "alltoall":
             slices.alltoall(s, chan, _OUT, _IN, count, off, cnt)
     return starts

@@ -1,5 +1,6 @@
 """One rank of tests/test_hier_rails.py: hierarchical collectives on odd sizes against numpy,
-and the bytes this rank sent to other hosts on each rail; prints RESULT {json}."""
+and the bytes this rank sent to other hosts on each rail (allreduce and broadcast, then
+allgather and reduce_scatter); prints RESULT {json}."""
 import numpy as np
 
 import nezha
@@ -38,23 +39,28 @@ def main():
             comm.broadcast(b, root)
             if not np.array_equal(b, base * 3):
                 wrong.append(f"broadcast {cnt} {np.dtype(dt).name} root {root}")
-    after = cross_sent(comm)  # allreduce and broadcast only: the aligned ones
+    after = cross_sent(comm)  # allreduce and broadcast
     for cnt in SIZES:
-        send = (np.arange(cnt) % 89 + 5 * r).astype(np.int64)
-        got = np.zeros(cnt * n, np.int64)
-        comm.allgather(send, got)
-        want = np.concatenate([np.arange(cnt) % 89 + 5 * q for q in range(n)]) if cnt else got
-        if not np.array_equal(got, want):
-            wrong.append(f"allgather {cnt}")
-        full = (np.arange(cnt * n) % 83 + r).astype(np.int64)
-        mine = np.zeros(cnt, np.int64)
-        comm.reduce_scatter(full, mine)
-        tot = (np.arange(cnt * n) % 83) * n + n * (n - 1) // 2
-        if not np.array_equal(mine, tot[r * cnt:(r + 1) * cnt]):
-            wrong.append(f"reduce_scatter {cnt}")
+        for dt in (np.int64, np.float32, np.int32):
+            name = np.dtype(dt).name
+            send = (np.arange(cnt) % 89 + 5 * r).astype(dt)
+            got = np.zeros(cnt * n, dt)
+            comm.allgather(send, got)
+            want = np.concatenate([(np.arange(cnt) % 89 + 5 * q).astype(dt)
+                                   for q in range(n)])
+            if not np.array_equal(got, want):
+                wrong.append(f"allgather {cnt} {name}")
+            full = (np.arange(cnt * n) % 83 + r).astype(dt)
+            mine = np.full(cnt, -1, dt)
+            comm.reduce_scatter(full, mine)
+            tot = ((np.arange(cnt * n) % 83) * n + n * (n - 1) // 2).astype(dt)
+            if not np.array_equal(mine, tot[r * cnt:(r + 1) * cnt]):
+                wrong.append(f"reduce_scatter {cnt} {name}")
+    last = cross_sent(comm)  # allgather and reduce_scatter
     owners = [comm.planner.rail_owners(c) for c in range(comm.nchan)]
     report({"error": None, "wrong": wrong, "hier": hier, "local": comm.local_rank,
-            "cross": [x - y for x, y in zip(after, before)], "owners": owners,
+            "cross": [x - y for x, y in zip(after, before)],
+            "cross_blocks": [x - y for x, y in zip(last, after)], "owners": owners,
             "rails": comm.planner.describe_rails(comm.rails), "syncs": comm.planner.model.syncs})
     comm.close()
 

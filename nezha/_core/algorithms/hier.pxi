@@ -2,10 +2,12 @@
 # host (shm), across hosts (the rails), within the host again; a host's rails carry its
 # share once and every local rank drives them.
 # Each builder appends the ops of one slice on one channel to a Schedule.
-# owners (allreduce, broadcast): None, every local position carries a share of the slice
-# across hosts (striped); else one flag per local position, and only the flagged ones do
-# (rail-aligned, NEZHA_HIER_RAILS): the others' shares are empty and they send nothing
-# across hosts, so the slice's cross-host bytes leave from the ranks its rail belongs to.
+# owners: None, every local position carries a share of the slice across hosts (striped);
+# else one flag per local position, and only the flagged ones do (rail-aligned,
+# NEZHA_HIER_RAILS): the others' shares are empty and they send nothing across hosts, so
+# the slice's cross-host bytes leave from the ranks its rail belongs to. allreduce and
+# broadcast cut the slice in shares; allgather and reduce_scatter cut every block of it
+# (_hier_ag_aligned, _hier_rs_aligned).
 
 
 cdef int *_owner_bounds(list owners, int L) except NULL:
@@ -160,19 +162,25 @@ cdef int *hier_grid(Schedule sch, list hosts, int *H, int *L, int *h, int *me) e
 
 
 def hier_allgather(Schedule sch, int chan, uintptr_t out, uintptr_t own, uint64_t block_count,
-                   uint64_t off, uint64_t cnt, list hosts):
+                   uint64_t off, uint64_t cnt, list hosts, list owners=None):
     """Hierarchical allgather of elements [off, off+cnt) of every rank's block (hosts:
     every host's ranks, see _grid). A ring across hosts among the ranks at this rank's
     local position gathers their H blocks (a host's rails carry (H-1)/H of the result,
     every local rank driving them at once); then, host by host in the order their
     blocks arrive (h, h-1, ...), a ring within the host gathers that host's L blocks,
-    each streaming from the receive that brought it."""
+    each streaming from the receive that brought it. owners: see the top of this file."""
     cdef int H, L, h = 0, me = 0, t, j, i
     cdef uint64_t es = sch.esize, nbb = cnt * es
     cdef char *base = <char *>out + off * es
     cdef const char *mine = <const char *>own + off * es
     sch.pre_copy(base + sch.rank * block_count * es, mine, nbb)
     cdef int *G = hier_grid(sch, hosts, &H, &L, &h, &me)
+    if owners is not None and H > 1 and L > 1:
+        try:
+            _hier_ag_aligned(sch, chan, base, mine, block_count, cnt, G, H, L, h, me, owners)
+        finally:
+            free(G)
+        return
     cdef int m = max(H, L)
     cdef int *xg = <int *>malloc(H * sizeof(int))
     cdef char **po = <char **>malloc(m * sizeof(char *))
@@ -197,14 +205,15 @@ def hier_allgather(Schedule sch, int chan, uintptr_t out, uintptr_t own, uint64_
 
 
 def hier_reduce_scatter(Schedule sch, int chan, uintptr_t out, uintptr_t a, uint64_t block_count,
-                        uint64_t off, uint64_t cnt, list hosts, object work):
+                        uint64_t off, uint64_t cnt, list hosts, object work, list owners=None):
     """Hierarchical reduce_scatter of elements [off, off+cnt) of every block (hosts: see
     _grid): host by host (h-1, h-2, ..., h: the order the next step reads them), a ring
     within the host reduces that host's L blocks, leaving at local position i the host's
     sum of the block of its rank at position i; then a ring across hosts among the ranks
     at this local position reduces those H sums, block h (this rank's own) landing in
     out. Each step streams from the one that produces its input. work (>= (size + H) *
-    cnt elements): the partial sums, within the host then across hosts."""
+    cnt elements): the partial sums, within the host then across hosts. owners: see the
+    top of this file."""
     cdef int H, L, h = 0, me = 0, t, j, i, r
     cdef uint64_t es = sch.esize, nbb = cnt * es
     cdef int *G = hier_grid(sch, hosts, &H, &L, &h, &me)
@@ -214,6 +223,13 @@ def hier_reduce_scatter(Schedule sch, int chan, uintptr_t out, uintptr_t a, uint
         return
     sch.keep.append(work)
     cdef char *w = <char *><uintptr_t>work.ctypes.data
+    if owners is not None and H > 1 and L > 1:
+        try:
+            _hier_rs_aligned(sch, chan, <char *>out + off * es, <const char *>a + off * es,
+                             w, block_count, cnt, G, H, L, h, me, owners)
+        finally:
+            free(G)
+        return
     cdef int m = max(H, L)
     cdef int *xg = <int *>malloc(H * sizeof(int))
     cdef char **po = <char **>malloc(m * sizeof(char *))
@@ -246,6 +262,126 @@ def hier_reduce_scatter(Schedule sch, int chan, uintptr_t out, uintptr_t a, uint
     finally:
         free(G); free(xg); free(po); free(<void *>pa); free(<void *>xa); free(nb)
         free(sidx); free(xdep)
+
+
+cdef int _hier_ag_aligned(Schedule sch, int chan, char *base, const char *mine,
+                          uint64_t block_count, uint64_t cnt, int *G, int H, int L, int h,
+                          int me, list owners) except -1:
+    """Rail-aligned hierarchical allgather, H > 1 and L > 1 (base: element off of out;
+    mine: of this rank's block, already copied to its place). Owner q carries part q of
+    every block across hosts (parts: _owner_bounds), the other positions none:
+    1. a ring within the host gathers the host's L blocks whole (every rank needs them);
+    2. per local position i, a ring across hosts among the ranks at this position gathers
+       this rank's part of the H blocks at position i, each from the receive of step 1
+       that brought this host's one;
+    3. per block of another host, a ring within the host gathers its parts from the
+       owners, streaming from the receive of step 2 that brought this rank's part.
+    Every rank of a host posts steps 1 and 3 in the same order (they share the rings'
+    endpoints), and the ranks at one position post step 2 in the same order."""
+    cdef uint64_t es = sch.esize, nbb = cnt * es, lo, hi
+    cdef int m = max(H, L), t, j, i, b, x
+    cdef int *B = _owner_bounds(owners, L)
+    cdef char **po = <char **>malloc(m * sizeof(char *))
+    cdef uint64_t *nb = <uint64_t *>malloc(m * sizeof(uint64_t))
+    cdef int *xg = <int *>malloc(H * sizeof(int))
+    cdef int32_t *lr = <int32_t *>malloc(L * sizeof(int32_t))       # step 1's receives
+    cdef int32_t *xr = <int32_t *>malloc(L * H * sizeof(int32_t))   # step 2's, per (i, t)
+    cdef uint64_t mlo = (cnt * B[me]) // B[L]
+    cdef uint64_t mnb = (cnt * B[me + 1]) // B[L] * es - mlo * es
+    try:
+        if po == NULL or nb == NULL or xg == NULL or lr == NULL or xr == NULL:
+            raise MemoryError()
+        for i in range(L * H):
+            xr[i] = -1
+        for i in range(L):
+            po[i], nb[i] = base + G[h * L + i] * block_count * es, nbb
+        ring_ag(sch, chan, po, mine, nb, -1, NULL, G + h * L, L, me, lr)
+        if mnb > 0:
+            for t in range(L):  # in the order step 1 brings the blocks: me, me-1, ...
+                i = _mod(me - t, L)
+                for j in range(H):
+                    xg[j] = G[j * L + me]
+                    po[j], nb[j] = base + (G[j * L + i] * block_count + mlo) * es, mnb
+                ring_ag(sch, chan, po, NULL, nb, -1 if t == 0 else lr[t - 1], NULL, xg, H, h,
+                        xr + i * H)
+        for i in range(L):
+            for t in range(1, H):
+                x = G[_mod(h - t, H) * L + i]
+                for b in range(L):
+                    lo, hi = (cnt * B[b]) // B[L], (cnt * B[b + 1]) // B[L]
+                    po[b], nb[b] = base + (x * block_count + lo) * es, (hi - lo) * es
+                ring_ag(sch, chan, po, NULL, nb, xr[i * H + t - 1], NULL, G + h * L, L, me)
+    finally:
+        free(B); free(po); free(nb); free(xg); free(lr); free(xr)
+    return 0
+
+
+cdef int _hier_rs_aligned(Schedule sch, int chan, char *out, const char *a, char *w,
+                          uint64_t block_count, uint64_t cnt, int *G, int H, int L, int h,
+                          int me, list owners) except -1:
+    """Rail-aligned hierarchical reduce_scatter, H > 1 and L > 1 (out, a: at element off;
+    w: >= size * cnt elements of scratch, block x's partial sums at x * cnt). Owner q
+    carries part q of every block across hosts (parts: _owner_bounds), the other positions
+    none:
+    1. per block, a ring within the host reduces it, leaving owner q the host's sum of
+       part q (in w);
+    2. per local position i, a ring across hosts among the ranks at this position reduces
+       this rank's part of the H blocks at position i, streaming from step 1; this host's
+       one ends final (in place, or in out when i is this rank's position);
+    3. every owner sends its final part of each other local rank's block to that rank.
+    Every rank of a host posts step 1 in the same order (its rings share endpoints), and
+    the ranks at one position post step 2 in the same order."""
+    cdef uint64_t es = sch.esize, nbb = cnt * es, lo, hi
+    cdef int m = max(H, L), t, j, i, b, x
+    cdef int *B = _owner_bounds(owners, L)
+    cdef char **po = <char **>malloc(m * sizeof(char *))
+    cdef const char **pa = <const char **>malloc(m * sizeof(char *))
+    cdef uint64_t *nb = <uint64_t *>malloc(m * sizeof(uint64_t))
+    cdef int *xg = <int *>malloc(H * sizeof(int))
+    cdef int32_t *sidx = <int32_t *>malloc(m * sizeof(int32_t))
+    cdef int32_t *xdep = <int32_t *>malloc(H * L * sizeof(int32_t))  # step 1's, per block
+    cdef int32_t *fin = <int32_t *>malloc(L * sizeof(int32_t))       # step 2's, per position
+    cdef int32_t *bd = <int32_t *>malloc(H * sizeof(int32_t))
+    cdef uint64_t mlo = (cnt * B[me]) // B[L]
+    cdef uint64_t mnb = (cnt * B[me + 1]) // B[L] * es - mlo * es
+    try:
+        if (po == NULL or pa == NULL or nb == NULL or xg == NULL or sidx == NULL
+                or xdep == NULL or fin == NULL or bd == NULL):
+            raise MemoryError()
+        for i in range(L):  # in the order step 2 reads them: position, then h-1, h-2, ...
+            for t in range(1, H + 1):
+                x = G[_mod(h - t, H) * L + i]
+                for b in range(L):
+                    lo, hi = (cnt * B[b]) // B[L], (cnt * B[b + 1]) // B[L]
+                    po[b] = w + x * nbb + lo * es
+                    pa[b] = a + (x * block_count + lo) * es
+                    nb[b] = (hi - lo) * es
+                xdep[x] = ring_rs(sch, chan, po, pa, nb, sidx, G + h * L, L, me)
+        for i in range(L):
+            if mnb == 0:
+                continue
+            for j in range(H):  # in place: ring_rs never reduces into the block it sends first
+                x = G[j * L + i]
+                xg[j], nb[j], bd[j] = G[j * L + me], mnb, xdep[x]
+                po[j] = w + x * nbb + mlo * es
+                pa[j] = po[j]
+            if i == me:
+                po[h] = out + mlo * es
+            fin[i] = ring_rs(sch, chan, po, pa, nb, sidx, xg, H, h, -1, bd)
+        for i in range(L):  # step 3: parts to their block's rank
+            if i == me:
+                for b in range(L):
+                    lo, hi = (cnt * B[b]) // B[L], (cnt * B[b + 1]) // B[L]
+                    if b != me and hi > lo:
+                        sch.add(NZ_RECV, chan, G[h * L + b], out + lo * es, NULL,
+                                (hi - lo) * es)
+            elif mnb > 0:
+                x = G[h * L + i]
+                sch.add(NZ_SEND, chan, x, w + x * nbb + mlo * es, NULL, mnb, fin[i])
+    finally:
+        free(B); free(po); free(<void *>pa); free(nb); free(xg); free(sidx); free(xdep)
+        free(fin); free(bd)
+    return 0
 
 
 def hier_broadcast(Schedule sch, int chan, int root, uintptr_t buf, uint64_t count, list hosts,
