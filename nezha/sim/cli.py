@@ -221,7 +221,8 @@ def cmd_failover(a):
     """A rail cut during an allreduce: measured (bench/failover.py JSON) vs predicted."""
     from nezha.sim import failover as FO
     rates = [float(x) for x in a.rate.split(",")]
-    kw = dict(timeout=a.timeout, vote=a.vote, detect=a.detect)
+    kw = dict(timeout=a.timeout, vote=a.vote, detect=a.detect, heartbeat=a.heartbeat,
+              phase_q=a.phase_q)
     if a.file and a.phases:
         rows = FO.phases(a.file, rates, a.hosts, stamp_delay=a.stamp_delay, **kw)
         print(f"# {a.file}: each cut's phases, lab (rank 0's events) vs model; ms from the hit "
@@ -235,7 +236,7 @@ def cmd_failover(a):
     if a.file:
         align = None if a.no_align else a.align
         rows, summ = FO.compare(a.file, rates, a.hosts, align=align,
-                                stamp_delay=a.stamp_delay, **kw)
+                                stamp_delay=a.stamp_delay, near=a.near, **kw)
         print(f"# {a.file}: {a.hosts} hosts, rails {a.rate} Gb/s; timeout {a.timeout * 1e3:g} ms, "
               f"vote {a.vote * 1e3:g} ms, cut times {align or 'raw'}")
         if a.cuts:
@@ -250,6 +251,14 @@ def cmd_failover(a):
                      ("predicted_mean_ms", "{:.1f}"), ("lab_two_rail_ms", "{:.1f}"),
                      ("sim_two_rail_ms", "{:.1f}"), ("start_ms", "{:.1f}"),
                      ("end_ms", "{:.1f}"), ("lab_one_rail_iqr_ms", "{:.1f}")])
+        print("\n# the means over the same cuts: the lab's mean extra with its 95 % interval, "
+              "the mean of lab - model with its interval, and whether that interval lies "
+              "within 10 % of the model's mean (failstats.verdict)")
+        table(summ, [("nbytes", "{}"), ("mode", "{}"), ("cuts", "{}"),
+                     ("measured_mean_ms", "{:.1f}"), ("measured_ci95_ms", "{:.1f}"),
+                     ("predicted_mean_ms", "{:.1f}"), ("mean_error_pct", "{:+.1f}"),
+                     ("diff_ms", "{:+.1f}"), ("diff_ci95_ms", "{:.1f}"), ("verdict", "{}"),
+                     ("lab_noise_ms", "{:.1f}"), ("cuts_for_10pct", "{}")])
         write(summ + rows, a) if (a.csv or a.json) else None
         return 0
     rows = []
@@ -373,6 +382,14 @@ def parser():
     fo.add_argument("--vote", type=float, default=5e-3,
                     help="s from detection to the re-run (vote, wake-up)")
     fo.add_argument("--detect", default="silence", help="silence or error (a socket error)")
+    fo.add_argument("--heartbeat", type=float, default=0.01,
+                    help="NEZHA_HEARTBEAT (s): lazy collectives wait for a heartbeat's phase")
+    fo.add_argument("--phase-q", type=float, default=None,
+                    help="lazy collectives: this quantile of the heartbeat-phase wait "
+                         "instead of its mean (0.1 and 0.9 give the model's band)")
+    fo.add_argument("--near", type=int, default=0,
+                    help="the bench's ideal from the K collectives around each cut instead "
+                         "of the run's medians")
     fo.add_argument("--no-align", action="store_true",
                     help="use the lab's cut times as they are (no scaling to the sim's speed)")
     fo.add_argument("--align", default="share", choices=("start", "share"),
