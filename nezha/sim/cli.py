@@ -220,9 +220,10 @@ def cmd_lab(a):
 def cmd_failover(a):
     """A rail cut during an allreduce: measured (bench/failover.py JSON) vs predicted."""
     from nezha.sim import failover as FO
+    from nezha.sim import failstats as FS
     rates = [float(x) for x in a.rate.split(",")]
     kw = dict(timeout=a.timeout, vote=a.vote, detect=a.detect, heartbeat=a.heartbeat,
-              phase_q=a.phase_q)
+              phase_q=a.phase_q, phase_silence=a.phase_silence)
     if a.file and a.phases:
         rows = FO.phases(a.file, rates, a.hosts, stamp_delay=a.stamp_delay, **kw)
         print(f"# {a.file}: each cut's phases, lab (rank 0's events) vs model; ms from the hit "
@@ -231,7 +232,22 @@ def cmd_failover(a):
                      ("lab_down_ms", "{:.1f}"), ("sim_down_ms", "{:.1f}"),
                      ("lab_rerun_ms", "{:.1f}"), ("sim_rerun_ms", "{:.1f}"),
                      ("unfinished", "{}")])
-        write(rows, a) if (a.csv or a.json) else None
+        print("\n# per size and mode: each phase, lab vs model over the same cuts (failstats."
+              "verdict: the 95 % interval of the mean difference against 10 % of the model's)")
+        summ = []
+        for key in dict.fromkeys((r["nbytes"], r["mode"]) for r in rows):
+            sel = [r for r in rows if (r["nbytes"], r["mode"]) == key]
+            for ph in ("down", "rerun"):
+                v = FS.verdict([r[f"lab_{ph}_ms"] for r in sel], [r[f"sim_{ph}_ms"] for r in sel])
+                summ.append({"nbytes": key[0], "mode": key[1], "phase": ph, "cuts": len(sel),
+                             "lab_mean_ms": sum(r[f"lab_{ph}_ms"] for r in sel) / len(sel),
+                             "sim_mean_ms": sum(r[f"sim_{ph}_ms"] for r in sel) / len(sel),
+                             "diff_ms": v["mean"], "diff_ci95_ms": v["ci95"],
+                             "error_pct": v["error_pct"], "verdict": v["verdict"]})
+        table(summ, [("nbytes", "{}"), ("mode", "{}"), ("phase", "{}"), ("cuts", "{}"),
+                     ("lab_mean_ms", "{:.1f}"), ("sim_mean_ms", "{:.1f}"), ("diff_ms", "{:+.1f}"),
+                     ("diff_ci95_ms", "{:.1f}"), ("error_pct", "{:+.1f}"), ("verdict", "{}")])
+        write(rows + summ, a) if (a.csv or a.json) else None
         return 0
     if a.file:
         align = None if a.no_align else a.align
@@ -387,6 +403,9 @@ def parser():
     fo.add_argument("--phase-q", type=float, default=None,
                     help="lazy collectives: this quantile of the heartbeat-phase wait "
                          "instead of its mean (0.1 and 0.9 give the model's band)")
+    fo.add_argument("--no-phase-silence", dest="phase_silence", action="store_false",
+                    help="striped collectives: detection at cut + timeout alone (the model "
+                         "before the heartbeat phase and the spin were added)")
     fo.add_argument("--near", type=int, default=0,
                     help="the bench's ideal from the K collectives around each cut instead "
                          "of the run's medians")

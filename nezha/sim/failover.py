@@ -79,7 +79,7 @@ def phase_wait(k, heartbeat=HEARTBEAT_S, q=None):
 
 def predict(hosts, rates_gbps, nbytes, cut_host, cut_rail, at, timeout=0.06, vote=VOTE_S,
             alpha=0.0, detect="silence", piece=1 << 20, heartbeat=HEARTBEAT_S, spin=SPIN_S,
-            phase_q=None):
+            phase_q=None, phase_silence=True):
     """One cut: a dict with the simulated two-rail and one-rail times, when the cut slices
     were detected and re-run, and the extra time over the bench's ideal (seconds). A lazy
     plan (one slice, small) goes to the lazy model: heartbeat, spin and phase_q (None: the
@@ -108,7 +108,16 @@ def predict(hosts, rates_gbps, nbytes, cut_host, cut_rail, at, timeout=0.06, vot
     done = ~np.isnan(r.t_end)
     live_done = float(np.nanmax(r.t_end)) if done.any() else 0.0
     unfinished = np.unique(wl2.task_slice[~done])
-    detected = max(at + (timeout if detect == "silence" else 0.0), live_done)
+    # silence: the same rule as a lazy collective's (nz_rail_silent), from the cut; the
+    # first heartbeat phase among the cut host's peers on that rail, and the spin before a
+    # rank looks (phase_silence=False: the timeout alone, as the model had it before)
+    wait = 0.0
+    if detect == "silence" and phase_silence:
+        net = wl2.kind == NET
+        mine = net & (wl2.chan == cut_rail) & ((wl2.src == cut_host) | (wl2.dst == cut_host))
+        k = len(set(wl2.src[mine].tolist()) | set(wl2.dst[mine].tolist()))
+        wait = spin + phase_wait(k, heartbeat, phase_q)
+    detected = max(at + (timeout + wait if detect == "silence" else 0.0), live_done)
     if len(unfinished):
         pl = _planner(hosts, rates, alive, piece)
         failed = [plan.slices[i] for i in unfinished]
@@ -329,7 +338,9 @@ def phases(path, rates_gbps=(0.4, 0.4), hosts=4, stamp_delay=0.0, **kw):
             at, h, rail, _ = next(c for c in v["cuts"] if abs(c[0] - (tf - t0)) < 1e-9)
             p = predict(hosts, list(rates_gbps), row["size"], h, rail, at, **kw)
             s = v["two_rail"] / (p["two_rail_ms"] / 1e3)  # lab s per sim s
-            if at > 0:
+            if p.get("lazy"):  # a lazy collective's detection is timeout-bound: not scaled
+                s = 1.0
+            elif at > 0:
                 p = predict(hosts, list(rates_gbps), row["size"], h, rail, at / s, **kw)
             else:
                 s = 1.0
