@@ -34,6 +34,13 @@ def test_lazy_detection_waits_for_the_first_of_the_silent_peers_phases(hosts):
     assert lo <= r["detected_ms"] + 5.0 <= hi
 
 
+def test_model_constants_are_the_settings_defaults():
+    from nezha.config import PARAMS
+    assert FO.HEARTBEAT_S == float(PARAMS["HEARTBEAT"].default)
+    assert FO.SPIN_S == pytest.approx(float(PARAMS["SPIN_US"].default) * 1e-6)
+    assert FO.predict.__defaults__[0] == float(PARAMS["RAIL_TIMEOUT"].default)  # timeout
+
+
 def test_lazy_phase_wait_is_the_minimum_of_uniform_phases():
     # oracle: the minimum of k independent uniform phases, drawn
     rng = np.random.default_rng(7)

@@ -138,9 +138,10 @@ def predict(hosts, rates_gbps, nbytes, cut_host, cut_rail, at, timeout=0.06, vot
 
 def _predict_lazy(hosts, rates, fab, wl, plan, nbytes, cut_host, cut_rail, at, timeout,
                   vote, alpha, detect, piece, heartbeat, spin, phase_q):
-    """A lazy collective (module docstring, "lazy"): the cut stalls it from max(at, 0) (the
-    lab's small collectives are microseconds apart from milliseconds of failover, so the cut
-    lands between two or in one: either way the one running from then stalls whole)."""
+    """A lazy collective (module docstring, "lazy"): the cut stalls it from max(at, 0), at
+    the latest from its end (the lab's small collectives take microseconds against
+    milliseconds of failover, so the cut lands between two or in one: either way the one
+    running from then stalls whole). One rank per host: the workload's ranks are hosts."""
     alive = [c != cut_rail for c in range(len(rates))]
     t2 = _sim(wl, fab, alpha).time
     wl1, _ = N.workload("allreduce", nbytes, _planner(hosts, rates, alive, piece))
