@@ -321,7 +321,7 @@ def test_cut_without_reroute_stalls_or_returns_what_finished():
 
 def test_failover_extra_follows_detection_and_rerun():
     from nezha.sim import failover as FO
-    kw = dict(timeout=0.06, vote=0.005, phase_silence=False)
+    kw = dict(timeout=0.06, vote=0.005, phase_silence=False, resend=False)
     # 1 MiB: one slice per rail; the cut rail's slice is re-run whole after the timeout
     r = FO.predict(4, [0.4, 0.4], 1 << 20, 1, 0, 0.0, **kw)
     assert r["slices"] == 2 and r["unfinished"] == 1

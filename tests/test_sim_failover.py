@@ -14,7 +14,7 @@ from nezha.sim import failstats as FS  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(__file__), "..", "docs", "results")
 S14 = os.path.join(RESULTS, "session14", "wave1", "failover-after.json.gz")
-KW = dict(timeout=0.06, vote=0.005, heartbeat=0.01, spin=200e-6)
+KW = dict(timeout=0.06, vote=0.005, heartbeat=0.01, spin=200e-6, resend=False)
 
 
 @pytest.mark.parametrize("hosts", [2, 4, 8])
@@ -65,6 +65,25 @@ def test_lazy_extra_moves_with_the_timeout_and_the_phase_alone():
     # a cut before the collective starts stalls it from its start
     early = FO.predict(4, [0.4, 0.4], 1024, 2, 0, -0.03, **KW)
     assert early["extra_ms"] == pytest.approx(base["extra_ms"])
+
+
+def test_a_cut_of_the_first_rail_costs_the_vote_a_resend():
+    # the vote's one STATUS copy per peer goes on the first rail the planner still has,
+    # which is the cut one until the vote marks it dead: lost, sent again after the wait
+    import re
+    hdr = open(os.path.join(os.path.dirname(__file__), "..", "include", "nezha",
+                            "nezha_engine.h")).read()
+    ns = int(re.search(r"#define NZ_VOTE_RESEND_NS (\d+)LL", hdr).group(1))
+    assert FO.VOTE_RESEND_S == pytest.approx(ns * 1e-9)
+    kw = dict(KW, resend=True)
+    for size, host in ((1024, 1), (1 << 20, 2)):
+        off = FO.predict(4, [0.4, 0.4], size, host, 0, 0.0, **KW)
+        on = FO.predict(4, [0.4, 0.4], size, host, 0, 0.0, **kw)
+        assert on["extra_ms"] - off["extra_ms"] == pytest.approx(ns * 1e-6)
+    # rail 1 is not the first: no resend (1 MiB rides both rails)
+    a = FO.predict(4, [0.4, 0.4], 1 << 20, 2, 1, 0.0, **KW)
+    b = FO.predict(4, [0.4, 0.4], 1 << 20, 2, 1, 0.0, **kw)
+    assert a["extra_ms"] == pytest.approx(b["extra_ms"])
 
 
 def test_lazy_cut_of_the_other_rail_stalls_nothing():
@@ -139,6 +158,10 @@ def test_compare_gives_the_paired_verdict_on_recorded_runs():
     small = by[(1024, "down")]
     assert small["cuts"] == 6 and small["verdict"] in ("within", "outside", "unresolved")
     assert small["predicted_mean_ms"] == pytest.approx(60 + 0.2 + 2.5 + 5 + 0.041, abs=0.05)
+    # the code since the one-copy vote: rail 0 cut, so the vote waits for its resend
+    _, summ2 = FO.compare(S14, **dict(KW, resend=True))
+    small2 = {(s["nbytes"], s["mode"]): s for s in summ2}[(1024, "down")]
+    assert small2["predicted_mean_ms"] == pytest.approx(small["predicted_mean_ms"] + 2.0)
     big = by[(64 << 20, "blackhole")]
     # the lab's noise at 64 MiB: a 10 % reading of a ~20 ms mean needs hundreds of cuts
     assert big["cuts_for_10pct"] > 100 and big["lab_noise_ms"] > 10

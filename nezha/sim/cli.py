@@ -223,7 +223,7 @@ def cmd_failover(a):
     from nezha.sim import failstats as FS
     rates = [float(x) for x in a.rate.split(",")]
     kw = dict(timeout=a.timeout, vote=a.vote, detect=a.detect, heartbeat=a.heartbeat,
-              phase_q=a.phase_q, phase_silence=a.phase_silence)
+              phase_q=a.phase_q, phase_silence=a.phase_silence, resend=a.resend)
     if a.file and a.phases:
         rows = FO.phases(a.file, rates, a.hosts, stamp_delay=a.stamp_delay, **kw)
         print(f"# {a.file}: each cut's phases, lab (rank 0's events) vs model; ms from the hit "
@@ -406,6 +406,9 @@ def parser():
     fo.add_argument("--no-phase-silence", dest="phase_silence", action="store_false",
                     help="striped collectives: detection at cut + timeout alone (the model "
                          "before the heartbeat phase and the spin were added)")
+    fo.add_argument("--no-resend", dest="resend", action="store_false",
+                    help="no vote resend for a cut of rail 0 (runs before the one-copy vote, "
+                         "07ae496: 2026-11-24's session 14 on)")
     fo.add_argument("--near", type=int, default=0,
                     help="the bench's ideal from the K collectives around each cut instead "
                          "of the run's medians")

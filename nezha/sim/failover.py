@@ -52,6 +52,12 @@ from nezha.sim.workload import NET
 VOTE_S = 5.0e-3
 HEARTBEAT_S = 0.01   # NEZHA_HEARTBEAT's default
 SPIN_S = 200e-6      # NEZHA_SPIN_US's default
+# The vote sends one STATUS per peer on the first rail the planner still has (nz_vote_wait),
+# and the first vote after a cut is taken before the rail is marked dead: when the cut rail
+# is that first one, the copies to and from the cut host are lost and go again on every
+# rail after NZ_VOTE_RESEND_NS (include/nezha/nezha_engine.h). Since 07ae496 (session 14's
+# "cheaper vote"); before it every rail carried a copy (resend=False).
+VOTE_RESEND_S = 2e-3
 
 
 def _planner(hosts, rates_Bps, alive=None, piece=1 << 20):
@@ -79,11 +85,15 @@ def phase_wait(k, heartbeat=HEARTBEAT_S, q=None):
 
 def predict(hosts, rates_gbps, nbytes, cut_host, cut_rail, at, timeout=0.06, vote=VOTE_S,
             alpha=0.0, detect="silence", piece=1 << 20, heartbeat=HEARTBEAT_S, spin=SPIN_S,
-            phase_q=None, phase_silence=True):
+            phase_q=None, phase_silence=True, resend=True):
     """One cut: a dict with the simulated two-rail and one-rail times, when the cut slices
     were detected and re-run, and the extra time over the bench's ideal (seconds). A lazy
     plan (one slice, small) goes to the lazy model: heartbeat, spin and phase_q (None: the
-    mean phase wait; q: that quantile) are its parameters; striped plans ignore them."""
+    mean phase wait; q: that quantile) are its parameters; striped plans ignore them.
+    resend: the vote waits VOTE_RESEND_S more when the cut rail is rail 0 (the code since
+    the one-copy vote; False for runs before it)."""
+    if resend and cut_rail == 0:
+        vote += VOTE_RESEND_S
     R = len(rates_gbps)
     F._need(R >= 2, "rails", R, "failover needs a rail to go to")
     F._need(0 <= cut_rail < R, "cut_rail", cut_rail, f"no such rail (0..{R - 1})")
