@@ -172,3 +172,29 @@ def test_failover_command_prints_the_verdict(capsys):
     assert main(["failover", S14, "--near", "3"]) == 0
     out = capsys.readouterr().out
     assert "verdict" in out and "cuts_for_10pct" in out
+
+
+def test_bench_analyse_reads_the_recorded_run_as_the_model_does():
+    import gzip
+    import importlib.util
+    import json
+    spec = importlib.util.spec_from_file_location(
+        "failover_bench", os.path.join(os.path.dirname(__file__), "..", "bench", "failover.py"))
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    with gzip.open(S14, "rt") as f:
+        data = json.load(f)
+    cuts = FO.bench_cuts(S14)
+    for row in data:
+        a = bench.analyse(dict(rows=row["raw"]["rows"], wrong=[0]), row["raw"]["failures"],
+                          row["size"], 400e6, 4, 4)
+        assert a["hits"] == len(row["raw"]["failures"]) == 6
+        mine = [c[3] * 1e3 for c in cuts[(row["size"], row["mode"])]["cuts"]]
+        assert a["extra_ms_mean"] == pytest.approx(sum(mine) / len(mine))
+        if row["size"] == 1024:  # lazy: every cut a stall; the late-degrading ones span 2 rows
+            assert all(c["took_ms"] > 60 for c in a["cuts"])
+            assert any(c["rows"] == 2 for c in a["cuts"])
+        else:
+            assert all(c["rows"] == 1 for c in a["cuts"])
+        if row["size"] == 64 << 20:
+            assert a["cuts_for_10pct"] > 50 and a["noise_ms"] > 10
