@@ -74,9 +74,14 @@ def worker(args):
                 told = state
     st = comm.stats()
     total_wrong = comm._boot.allgather(wrong)
+    # every rank's events (which rank detected a cut, when in its run: detect_ms) and vote
+    # resends: what `nezha sim failover` models per rank, where rank 0 alone showed a third
+    rank_events = comm._boot.allgather(dict(events=st["events"],
+                                            vote_resends=st.get("vote_resends")))
     if comm.rank == 0:
         with open(args.out, "w") as f:
-            json.dump(dict(rows=rows, wrong=total_wrong, events=st["events"]), f)
+            json.dump(dict(rows=rows, wrong=total_wrong, events=st["events"],
+                           ranks=rank_events), f)
     comm.close()
 
 
@@ -237,9 +242,11 @@ def main():
                               4 * args.ranks_per_host, 4)
                 row["mode"] = mode
                 row["events"] = data["events"]
+                row["ranks"] = data.get("ranks")  # per rank: events, vote_resends
                 row["raw"] = dict(rows=data["rows"], failures=failures, fail_called=called)
                 results.append(row)
-                print(json.dumps({k: v for k, v in row.items() if k not in ("events", "raw")}),
+                print(json.dumps({k: v for k, v in row.items()
+                                  if k not in ("events", "raw", "ranks")}),
                       flush=True)
     finally:
         lab.down()

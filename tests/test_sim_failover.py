@@ -198,3 +198,30 @@ def test_bench_analyse_reads_the_recorded_run_as_the_model_does():
             assert all(c["rows"] == 1 for c in a["cuts"])
         if row["size"] == 64 << 20:
             assert a["cuts_for_10pct"] > 50 and a["noise_ms"] > 10
+
+
+def test_phases_read_the_first_rank_to_mark_the_rail_dead(tmp_path):
+    import gzip
+    import json
+    # 1 KiB, back to back: a 70 ms stall right after the cut, then one-rail rows
+    rows = _rows([50e-6] * 20 + [70e-3] + [0.4e-3] * 20, [3] * 21 + [1] * 20)
+    t0 = rows[20][0]
+    tc, tf = t0 - 3e-3, t0 - 0.1e-3          # lab.fail called, returned
+    down0 = dict(event="down", time=t0 + 71e-3, why="reported by another rank",
+                 rerun_done_s=t0 + 70.9e-3 + 1.5e-3)
+    down2 = dict(event="down", time=t0 + 68e-3, why="silence", detect_ms=66.0)
+    doc = [{"size": 1024, "mode": "down", "events": [down0],
+            "ranks": [{"events": [down0]}, {"events": []}, {"events": [down2]},
+                      {"events": []}],
+            "raw": {"rows": rows, "failures": [[tf, tf + 1.0]], "fail_called": [tc]}}]
+    path = tmp_path / "fo.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump(doc, f)
+    (p,) = FO.phases(path, **KW)
+    assert p["lab_down_ms"] == pytest.approx(71.0) and p["lab_first_down_ms"] == pytest.approx(68.0)
+    assert p["sim_down_ms"] == pytest.approx(60.0 + 0.2 + 2.5)  # lazy: not scaled
+    # an older file (rank 0's events only) has no first rank
+    doc[0].pop("ranks")
+    with gzip.open(path, "wt") as f:
+        json.dump(doc, f)
+    assert math.isnan(FO.phases(path, **KW)[0]["lab_first_down_ms"])

@@ -226,10 +226,12 @@ def cmd_failover(a):
               phase_q=a.phase_q, phase_silence=a.phase_silence, resend=a.resend)
     if a.file and a.phases:
         rows = FO.phases(a.file, rates, a.hosts, stamp_delay=a.stamp_delay, **kw)
-        print(f"# {a.file}: each cut's phases, lab (rank 0's events) vs model; ms from the hit "
+        print(f"# {a.file}: each cut's phases, lab (rank 0's events; lab_first_down_ms: the "
+              "first rank's, in files that keep every rank's) vs model; ms from the hit "
               "collective's start")
         table(rows, [("nbytes", "{}"), ("mode", "{}"), ("at_ms", "{:.1f}"), ("why", "{:.12}"),
-                     ("lab_down_ms", "{:.1f}"), ("sim_down_ms", "{:.1f}"),
+                     ("lab_down_ms", "{:.1f}"), ("lab_first_down_ms", "{:.1f}"),
+                     ("sim_down_ms", "{:.1f}"),
                      ("lab_rerun_ms", "{:.1f}"), ("sim_rerun_ms", "{:.1f}"),
                      ("unfinished", "{}")])
         print("\n# per size and mode: each phase, lab vs model over the same cuts (failstats."

@@ -340,6 +340,9 @@ def phases(path, rates_gbps=(0.4, 0.4), hosts=4, stamp_delay=0.0, **kw):
         v = cuts[(row["size"], row["mode"])]
         rows = row["raw"]["rows"]
         downs = [e for e in row.get("events") or [] if e.get("event") == "down"]
+        # files since 2026-11-24 keep every rank's events: the first rank to mark it dead
+        every = [e for r in row.get("ranks") or [] for e in r.get("events") or []
+                 if e.get("event") == "down"]
         for tf, tc in stamps(row, stamp_delay):
             span = FS.hit_span(rows, tf, row["size"] <= LAZY_MAX_BYTES)
             ev = next((e for e in downs if e["time"] >= tc - 1e-3), None)
@@ -355,9 +358,12 @@ def phases(path, rates_gbps=(0.4, 0.4), hosts=4, stamp_delay=0.0, **kw):
                 p = predict(hosts, list(rates_gbps), row["size"], h, rail, at / s, **kw)
             else:
                 s = 1.0
+            first = min((e["time"] for e in every if e["time"] >= tc - 1e-3), default=None)
             out.append({"nbytes": row["size"], "mode": row["mode"], "at_ms": at * 1e3,
                         "why": ev.get("why", ""),
                         "lab_down_ms": (ev["time"] - t0) * 1e3,
+                        "lab_first_down_ms": (float("nan") if first is None
+                                              else (first - t0) * 1e3),
                         "sim_down_ms": p["detected_ms"] * s,
                         "lab_rerun_ms": (ev["rerun_done_s"] - ev["time"]) * 1e3,
                         "sim_rerun_ms": p["took_ms"] - p["detected_ms"],
