@@ -200,7 +200,7 @@ def test_bench_analyse_reads_the_recorded_run_as_the_model_does():
             assert a["cuts_for_10pct"] > 50 and a["noise_ms"] > 10
 
 
-def test_phases_read_the_first_rank_to_mark_the_rail_dead(tmp_path):
+def test_phases_read_the_first_rank_to_mark_the_rail_dead(tmp_path, capsys):
     import gzip
     import json
     # 1 KiB, back to back: a 70 ms stall right after the cut, then one-rail rows
@@ -208,7 +208,7 @@ def test_phases_read_the_first_rank_to_mark_the_rail_dead(tmp_path):
     t0 = rows[20][0]
     tc, tf = t0 - 3e-3, t0 - 0.1e-3          # lab.fail called, returned
     down0 = dict(event="down", time=t0 + 71e-3, why="reported by another rank",
-                 rerun_done_s=t0 + 70.9e-3 + 1.5e-3)
+                 rerun_done_s=t0 + 70.9e-3 + 1.5e-3, rerun_slices=1)
     down2 = dict(event="down", time=t0 + 68e-3, why="silence", detect_ms=66.0)
     doc = [{"size": 1024, "mode": "down", "events": [down0],
             "ranks": [{"events": [down0]}, {"events": []}, {"events": [down2]},
@@ -220,6 +220,10 @@ def test_phases_read_the_first_rank_to_mark_the_rail_dead(tmp_path):
     (p,) = FO.phases(path, **KW)
     assert p["lab_down_ms"] == pytest.approx(71.0) and p["lab_first_down_ms"] == pytest.approx(68.0)
     assert p["sim_down_ms"] == pytest.approx(60.0 + 0.2 + 2.5)  # lazy: not scaled
+    assert p["lab_slices"] == p["unfinished"] == 1
+    from nezha.sim.cli import main
+    assert main(["failover", str(path), "--phases", "--no-resend"]) == 0
+    assert "lost slices lab = model in 1 of 1 cuts" in capsys.readouterr().out
     # an older file (rank 0's events only) has no first rank
     doc[0].pop("ranks")
     with gzip.open(path, "wt") as f:

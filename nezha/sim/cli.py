@@ -233,7 +233,7 @@ def cmd_failover(a):
                      ("lab_down_ms", "{:.1f}"), ("lab_first_down_ms", "{:.1f}"),
                      ("sim_down_ms", "{:.1f}"),
                      ("lab_rerun_ms", "{:.1f}"), ("sim_rerun_ms", "{:.1f}"),
-                     ("unfinished", "{}")])
+                     ("unfinished", "{}"), ("lab_slices", "{}")])
         print("\n# per size and mode: each phase, lab vs model over the same cuts (failstats."
               "verdict: the 95 % interval of the mean difference against 10 % of the model's)")
         summ = []
@@ -246,6 +246,14 @@ def cmd_failover(a):
                              "sim_mean_ms": sum(r[f"sim_{ph}_ms"] for r in sel) / len(sel),
                              "diff_ms": v["mean"], "diff_ci95_ms": v["ci95"],
                              "error_pct": v["error_pct"], "verdict": v["verdict"]})
+        for key in dict.fromkeys((r["nbytes"], r["mode"]) for r in rows):
+            sel = [r for r in rows if (r["nbytes"], r["mode"]) == key
+                   and r["lab_slices"] is not None]
+            if sel:  # lost work, counted: the check the 64 MiB extra's noise cannot hide
+                same = sum(r["lab_slices"] == r["unfinished"] for r in sel)
+                off = sum(r["lab_slices"] - r["unfinished"] for r in sel) / len(sel)
+                print(f"# {key[0]} {key[1]}: lost slices lab = model in {same} of {len(sel)} "
+                      f"cuts, lab - model {off:+.2f} on average")
         table(summ, [("nbytes", "{}"), ("mode", "{}"), ("phase", "{}"), ("cuts", "{}"),
                      ("lab_mean_ms", "{:.1f}"), ("sim_mean_ms", "{:.1f}"), ("diff_ms", "{:+.1f}"),
                      ("diff_ci95_ms", "{:.1f}"), ("error_pct", "{:+.1f}"), ("verdict", "{}")])

@@ -367,5 +367,8 @@ def phases(path, rates_gbps=(0.4, 0.4), hosts=4, stamp_delay=0.0, **kw):
                         "sim_down_ms": p["detected_ms"] * s,
                         "lab_rerun_ms": (ev["rerun_done_s"] - ev["time"]) * 1e3,
                         "sim_rerun_ms": p["took_ms"] - p["detected_ms"],
-                        "unfinished": p["unfinished"]})
+                        "unfinished": p["unfinished"],
+                        # the lab's lost slices (files since 2026-11-24): an exact count per
+                        # cut, which the collectives' noise does not touch
+                        "lab_slices": ev.get("rerun_slices")})
     return out
