@@ -74,9 +74,14 @@ def worker(args):
                 told = state
     st = comm.stats()
     total_wrong = comm._boot.allgather(wrong)
+    # every rank's events (which rank detected a cut, when in its run: detect_ms) and vote
+    # resends: what `nezha sim failover` models per rank, where rank 0 alone showed a third
+    rank_events = comm._boot.allgather(dict(events=st["events"],
+                                            vote_resends=st.get("vote_resends")))
     if comm.rank == 0:
         with open(args.out, "w") as f:
-            json.dump(dict(rows=rows, wrong=total_wrong, events=st["events"]), f)
+            json.dump(dict(rows=rows, wrong=total_wrong, events=st["events"],
+                           ranks=rank_events), f)
     comm.close()
 
 
@@ -91,29 +96,36 @@ def _state(path):
 
 
 def analyse(res, failures, size, rate_bps, ranks, hosts):
-    """Numbers for one size and mode."""
+    """Numbers for one size and mode. Each cut's extra (nezha/sim/failstats.py, shared with
+    `nezha sim failover`): the collectives it hit (for a lazy small one, the stalled row and
+    the one whose vote marks the rail dead), their time minus two rails until the cut and one
+    after, from the run's medians; extra_near_ms: from the 3 collectives around the cut.
+    A single cut's extra carries its collective's own noise (noise_ms: the one-rail times'
+    spread), so the mean comes with a 95 % interval and the number of cuts a 10 % reading of
+    it would need: at 64 MiB that is hundreds."""
+    from nezha.failover import LAZY_MAX_BYTES
+    from nezha.sim import failstats as FS
     rows = res["rows"]
     dur = [t1 - t0 for t0, t1, _ in rows]
     both = [d for (t0, t1, al), d in zip(rows, dur) if al == 3]
     one = [d for (t0, t1, al), d in zip(rows, dur) if al != 3]
     med_one = statistics.median(one) if one else float("nan")
-    med_two = statistics.median(both) if both else float("nan")
-    extra, readmit, cuts = [], [], []
+    lazy = size <= LAZY_MAX_BYTES
+    extra, near, readmit, cuts = [], [], [], []
     for tf, th in failures:
-        # the collective that saw the failure: the first to end degraded after the cut
-        k = next((i for i, (t0, t1, al) in enumerate(rows) if t1 > tf and al != 3), None)
-        if k is None:
+        c = FS.cut_extra(rows, tf, th, lazy=lazy) if both and one else None
+        if c is None:
             continue
-        t0, t1, _ = rows[k]
-        # what it would have taken with no failover cost: two rails until the cut, one after
-        before = min(max(tf - t0, 0.0), med_two)
-        ideal = before + (1 - before / med_two) * med_one
-        extra.append((t1 - t0) - ideal)
-        cuts.append(dict(at_ms=round(1e3 * (tf - t0), 1), took_ms=round(1e3 * (t1 - t0), 1),
-                         ideal_ms=round(1e3 * ideal, 1)))
+        n = FS.cut_extra(rows, tf, th, near=3, lazy=lazy)
+        extra.append(c["extra"])
+        near.append(n["extra"])
+        cuts.append(dict(at_ms=round(1e3 * c["at"], 1), took_ms=round(1e3 * c["took"], 1),
+                         ideal_ms=round(1e3 * c["ideal"], 1), rows=c["k"] - c["i"] + 1,
+                         extra_near_ms=round(1e3 * n["extra"], 1)))
         back = next((r0 for r0, r1, al in rows if r0 > th and al == 3), None)
         if back is not None:
             readmit.append(back - th)
+    st = FS.summary([1e3 * x for x in extra])
     algbw = lambda d: size / d if d else 0.0  # noqa: E731
     factor = 2 * (ranks - 1) / ranks
     # a rail's limit is what crosses a host's link: 2(H-1)/H x S whatever the ranks per host
@@ -125,6 +137,9 @@ def analyse(res, failures, size, rate_bps, ranks, hosts):
         cuts=cuts,  # per cut: when in the hit collective, how long it took, the ideal
         extra_ms_median=1e3 * statistics.median(extra) if extra else None,
         extra_ms_max=1e3 * max(extra) if extra else None,
+        extra_ms_mean=st.get("mean"), extra_ms_ci95=st.get("ci95"),
+        extra_near_ms_mean=1e3 * statistics.fmean(near) if near else None,
+        noise_ms=1e3 * FS.noise(rows), cuts_for_10pct=st.get("cuts_needed"),
         busbw_two_rails=algbw(statistics.median(both)) * factor if both else None,
         busbw_one_rail=algbw(med_one) * factor if one else None,
         one_rail_pct_of_limit=100 * algbw(med_one) * host_factor / limit1 if one else None,
@@ -227,22 +242,27 @@ def main():
                               4 * args.ranks_per_host, 4)
                 row["mode"] = mode
                 row["events"] = data["events"]
+                row["ranks"] = data.get("ranks")  # per rank: events, vote_resends
                 row["raw"] = dict(rows=data["rows"], failures=failures, fail_called=called)
                 results.append(row)
-                print(json.dumps({k: v for k, v in row.items() if k not in ("events", "raw")}),
+                print(json.dumps({k: v for k, v in row.items()
+                                  if k not in ("events", "raw", "ranks")}),
                       flush=True)
     finally:
         lab.down()
     os.makedirs(os.path.dirname(args.json), exist_ok=True)
     with open(args.json, "w") as f:
         json.dump(results, f, indent=1)
-    print("\n| size | mode | failures | extra ms (median / worst) | busbw 2 rails | busbw 1 rail "
-          "(% of its limit) | re-admission s (median) | collectives | wrong |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("\n| size | mode | failures | extra ms (median / worst) | extra ms mean ± 95 % "
+          "(noise; cuts for 10 %) | busbw 2 rails | busbw 1 rail (% of its limit) | "
+          "re-admission s (median) | collectives | wrong |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         fmt = lambda v, f: "n/a" if v is None else format(v, f)  # noqa: E731
         print(f"| {r['size']} | {r['mode']} | {r['hits']}/{r['failures']} | "
               f"{fmt(r['extra_ms_median'], '.1f')} / {fmt(r['extra_ms_max'], '.1f')} | "
+              f"{fmt(r['extra_ms_mean'], '.1f')} ± {fmt(r['extra_ms_ci95'], '.1f')} "
+              f"({fmt(r['noise_ms'], '.1f')}; {r['cuts_for_10pct']}) | "
               f"{fmt(r['busbw_two_rails'] and r['busbw_two_rails'] / 1e6, '.1f')} MB/s | "
               f"{fmt(r['busbw_one_rail'] and r['busbw_one_rail'] / 1e6, '.1f')} MB/s "
               f"({fmt(r['one_rail_pct_of_limit'], '.1f')}%) | "

@@ -202,7 +202,7 @@ class Failover:
         """Vote on this run; re-run what some rank could not finish. Returns the plan of
         the last run (a lazy collective keeps it, with src, for a later re-run)."""
         me = self.c._st.ncoll
-        rerun = 0
+        rerun = lost = 0
         same = None  # (table, since): the same table vote after vote is a livelock
         while not (lazy and rc == _eng.ERR_OK):
             failed, mask, moving = self.c._engine.failed_mask(), 0, False
@@ -271,6 +271,7 @@ class Failover:
             failed = [plan.slices[i] for i in _bits(behind_mask)]
             plan = Plan(self.c.planner.resplit(failed, plan.esize), plan.algo, None, plan.esize)
             rerun += 1
+            lost += len(failed)  # the lost work, in slices (bench/failover.py vs nezha sim)
             log.info("HEALTH", f"{req.name} #{req.seq}: re-running {len(failed)} unfinished "
                      f"slice(s) on {plan}")
             s, ranges = self.c._schedule(req, plan, src)
@@ -278,6 +279,7 @@ class Failover:
             rc = self.c._run(req, s, True, plan, lazy)
         if rerun and self.c._events:
             self.c._events[-1]["rerun_done_s"] = time.time()
+            self.c._events[-1]["rerun_slices"] = lost
         return plan
 
     def _stuck(self, same, table, req):

@@ -53,6 +53,8 @@ def test_results_exact_across_repeated_failures(lab, mode, tmp_path):
     events = results[0]["events"]
     assert sum(e["event"] == "down" for e in events) >= 2, events
     assert sum(e["event"] == "up" for e in events) >= 2, events
+    # a re-run says how much it lost: at least one slice, never more than the plan had
+    assert all(1 <= e["rerun_slices"] <= 64 for e in events if "rerun_done_s" in e), events
     assert all(results[0]["alive"].values()), results[0]["alive"]
 
 
@@ -92,6 +94,9 @@ def test_small_lazy_collectives_survive_failures(lab, mode, tmp_path):
         assert r["fast"] > r["done"] // 16, r  # repeated calls took the fast path
     events = [e for r in results for e in r["events"]]
     assert sum(e["event"] == "down" for e in results[0]["events"]) >= 3, events
+    # a re-run inside the collective says how many slices it lost (one, whole: small; two if
+    # the re-run itself lost it again)
+    assert all(1 <= e["rerun_slices"] <= 2 for e in events if "rerun_done_s" in e), events
     if mode == "deaf":  # ranks behind, helped by ranks that had returned: each fault
         assert sum(e["event"] == "rerun" for e in results[0]["events"]) >= 3, events
     assert all(results[0]["alive"].values()), results[0]["alive"]

@@ -338,12 +338,16 @@ def test_cut_without_reroute_stalls_or_returns_what_finished():
 
 def test_failover_extra_follows_detection_and_rerun():
     from nezha.sim import failover as FO
-    kw = dict(timeout=0.06, vote=0.005)
+    kw = dict(timeout=0.06, vote=0.005, phase_silence=False, resend=False)
     # 1 MiB: one slice per rail; the cut rail's slice is re-run whole after the timeout
     r = FO.predict(4, [0.4, 0.4], 1 << 20, 1, 0, 0.0, **kw)
     assert r["slices"] == 2 and r["unfinished"] == 1
     assert math.isclose(r["detected_ms"], 60.0)
     assert math.isclose(r["took_ms"], 60.0 + 5.0 + r["rerun_ms"], rel_tol=1e-9)
+    # silence as the engine sees it: after the spin, at the first heartbeat phase of the
+    # cut host's ring neighbours and its own (3 phases: a quarter of a heartbeat on average)
+    ph = FO.predict(4, [0.4, 0.4], 1 << 20, 1, 0, 0.0, **dict(kw, phase_silence=True))
+    assert math.isclose(ph["detected_ms"], 60.0 + 0.2 + 10.0 / 4, rel_tol=1e-9)
     assert math.isclose(r["rerun_ms"], r["two_rail_ms"], rel_tol=1e-3)  # half on one rail
     # a later cut: detected later, the same re-run; a socket error: no timeout
     later = FO.predict(4, [0.4, 0.4], 1 << 20, 1, 0, 0.008, **kw)

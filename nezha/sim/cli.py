@@ -221,22 +221,49 @@ def cmd_lab(a):
 def cmd_failover(a):
     """A rail cut during an allreduce: measured (bench/failover.py JSON) vs predicted."""
     from nezha.sim import failover as FO
+    from nezha.sim import failstats as FS
     rates = [float(x) for x in a.rate.split(",")]
-    kw = dict(timeout=a.timeout, vote=a.vote, detect=a.detect)
+    kw = dict(timeout=a.timeout, vote=a.vote, detect=a.detect, heartbeat=a.heartbeat,
+              phase_q=a.phase_q, phase_silence=a.phase_silence, resend=a.resend)
     if a.file and a.phases:
         rows = FO.phases(a.file, rates, a.hosts, stamp_delay=a.stamp_delay, **kw)
-        print(f"# {a.file}: each cut's phases, lab (rank 0's events) vs model; ms from the hit "
+        print(f"# {a.file}: each cut's phases, lab (rank 0's events; lab_first_down_ms: the "
+              "first rank's, in files that keep every rank's) vs model; ms from the hit "
               "collective's start")
         table(rows, [("nbytes", "{}"), ("mode", "{}"), ("at_ms", "{:.1f}"), ("why", "{:.12}"),
-                     ("lab_down_ms", "{:.1f}"), ("sim_down_ms", "{:.1f}"),
+                     ("lab_down_ms", "{:.1f}"), ("lab_first_down_ms", "{:.1f}"),
+                     ("sim_down_ms", "{:.1f}"),
                      ("lab_rerun_ms", "{:.1f}"), ("sim_rerun_ms", "{:.1f}"),
-                     ("unfinished", "{}")])
-        write(rows, a) if (a.csv or a.json) else None
+                     ("unfinished", "{}"), ("lab_slices", "{}")])
+        print("\n# per size and mode: each phase, lab vs model over the same cuts (failstats."
+              "verdict: the 95 % interval of the mean difference against 10 % of the model's)")
+        summ = []
+        for key in dict.fromkeys((r["nbytes"], r["mode"]) for r in rows):
+            sel = [r for r in rows if (r["nbytes"], r["mode"]) == key]
+            for ph in ("down", "rerun"):
+                v = FS.verdict([r[f"lab_{ph}_ms"] for r in sel], [r[f"sim_{ph}_ms"] for r in sel])
+                summ.append({"nbytes": key[0], "mode": key[1], "phase": ph, "cuts": len(sel),
+                             "lab_mean_ms": sum(r[f"lab_{ph}_ms"] for r in sel) / len(sel),
+                             "sim_mean_ms": sum(r[f"sim_{ph}_ms"] for r in sel) / len(sel),
+                             "diff_ms": v["mean"], "diff_ci95_ms": v["ci95"],
+                             "error_pct": v["error_pct"], "verdict": v["verdict"]})
+        for key in dict.fromkeys((r["nbytes"], r["mode"]) for r in rows):
+            sel = [r for r in rows if (r["nbytes"], r["mode"]) == key
+                   and r["lab_slices"] is not None]
+            if sel:  # lost work, counted: the check the 64 MiB extra's noise cannot hide
+                same = sum(r["lab_slices"] == r["unfinished"] for r in sel)
+                off = sum(r["lab_slices"] - r["unfinished"] for r in sel) / len(sel)
+                print(f"# {key[0]} {key[1]}: lost slices lab = model in {same} of {len(sel)} "
+                      f"cuts, lab - model {off:+.2f} on average")
+        table(summ, [("nbytes", "{}"), ("mode", "{}"), ("phase", "{}"), ("cuts", "{}"),
+                     ("lab_mean_ms", "{:.1f}"), ("sim_mean_ms", "{:.1f}"), ("diff_ms", "{:+.1f}"),
+                     ("diff_ci95_ms", "{:.1f}"), ("error_pct", "{:+.1f}"), ("verdict", "{}")])
+        write(rows + summ, a) if (a.csv or a.json) else None
         return 0
     if a.file:
         align = None if a.no_align else a.align
         rows, summ = FO.compare(a.file, rates, a.hosts, align=align,
-                                stamp_delay=a.stamp_delay, **kw)
+                                stamp_delay=a.stamp_delay, near=a.near, **kw)
         print(f"# {a.file}: {a.hosts} hosts, rails {a.rate} Gb/s; timeout {a.timeout * 1e3:g} ms, "
               f"vote {a.vote * 1e3:g} ms, cut times {align or 'raw'}")
         if a.cuts:
@@ -251,6 +278,14 @@ def cmd_failover(a):
                      ("predicted_mean_ms", "{:.1f}"), ("lab_two_rail_ms", "{:.1f}"),
                      ("sim_two_rail_ms", "{:.1f}"), ("start_ms", "{:.1f}"),
                      ("end_ms", "{:.1f}"), ("lab_one_rail_iqr_ms", "{:.1f}")])
+        print("\n# the means over the same cuts: the lab's mean extra with its 95 % interval, "
+              "the mean of lab - model with its interval, and whether that interval lies "
+              "within 10 % of the model's mean (failstats.verdict)")
+        table(summ, [("nbytes", "{}"), ("mode", "{}"), ("cuts", "{}"),
+                     ("measured_mean_ms", "{:.1f}"), ("measured_ci95_ms", "{:.1f}"),
+                     ("predicted_mean_ms", "{:.1f}"), ("mean_error_pct", "{:+.1f}"),
+                     ("diff_ms", "{:+.1f}"), ("diff_ci95_ms", "{:.1f}"), ("verdict", "{}"),
+                     ("lab_noise_ms", "{:.1f}"), ("cuts_for_10pct", "{}")])
         write(summ + rows, a) if (a.csv or a.json) else None
         return 0
     rows = []
@@ -376,6 +411,20 @@ def parser():
     fo.add_argument("--vote", type=float, default=5e-3,
                     help="s from detection to the re-run (vote, wake-up)")
     fo.add_argument("--detect", default="silence", help="silence or error (a socket error)")
+    fo.add_argument("--heartbeat", type=float, default=0.01,
+                    help="NEZHA_HEARTBEAT (s): lazy collectives wait for a heartbeat's phase")
+    fo.add_argument("--phase-q", type=float, default=None,
+                    help="lazy collectives: this quantile of the heartbeat-phase wait "
+                         "instead of its mean (0.1 and 0.9 give the model's band)")
+    fo.add_argument("--no-phase-silence", dest="phase_silence", action="store_false",
+                    help="striped collectives: detection at cut + timeout alone (the model "
+                         "before the heartbeat phase and the spin were added)")
+    fo.add_argument("--no-resend", dest="resend", action="store_false",
+                    help="no vote resend for a cut of rail 0 (runs before the one-copy vote, "
+                         "07ae496: 2026-11-24's session 14 on)")
+    fo.add_argument("--near", type=int, default=0,
+                    help="the bench's ideal from the K collectives around each cut instead "
+                         "of the run's medians")
     fo.add_argument("--no-align", action="store_true",
                     help="use the lab's cut times as they are (no scaling to the sim's speed)")
     fo.add_argument("--align", default="share", choices=("start", "share"),

@@ -18,18 +18,46 @@ after the collective started (negative: before it started):
 
 extra = (re-run end) - ideal, ideal = two-rail time until the cut plus the rest at the
 one-rail speed (the bench's definition, from the simulated two- and one-rail times).
+
+A small collective placed whole on one channel is lazy (nezha/failover.py, lazy_ok): no vote
+closes it, so nothing but silence tells a rank the rail is gone (predict_lazy):
+1. The collective the cut lands in, or the next one, stalls: its ops on the dead rail wait.
+2. A rank's engine looks for silence once it has spun SPIN_US with nothing moving
+   (nz_progress). Its sends of the stalled collective went into socket buffers, so the first
+   look stamps the peer as heard (data_heard) then: silence counts from stall + spin.
+3. A peer counts as silent on the rail only once a heartbeat from it on another rail is more
+   than RAIL_TIMEOUT newer (nz_rail_silent: a cut is silence on one rail while the peer talks
+   on another). Heartbeats come every HEARTBEAT from each peer's health thread, at a phase
+   of its own, so detection is at stall + spin + RAIL_TIMEOUT + the first phase to come up
+   among the silent peers: the cut host's peers in the schedule (the host watches them) and
+   the host itself (they watch it). With k of them, the wait is the minimum of k uniforms
+   over [0, HEARTBEAT): mean HEARTBEAT/(k+1).
+4. Then the vote and the re-run on the surviving rail, as for a striped collective.
 """
 import numpy as np
 
+from nezha.failover import LAZY_MAX_BYTES
 from nezha.planner import Plan
 from nezha.sim import fabric as F
+from nezha.sim import failstats as FS
 from nezha.sim import nezha_sched as N
 from nezha.sim import network as NW
+from nezha.sim.workload import NET
 
 # Fixed cost after detection: the vote's control rounds plus the engine's wake-up to look
 # for silence (every RAIL_TIMEOUT/4 + 1 ms). Fitted: the 1 KiB bench rows (65.2 / 65.4 ms
-# extra, README "Rail failure") minus the 60 ms timeout and the 1 KiB re-run.
+# extra, README "Rail failure") minus the 60 ms timeout and the 1 KiB re-run. The lab's
+# events put detection -> rail marked dead at 2.7 ms and -> re-run done at 1-5 ms more
+# (docs/sim.md, "lazy collectives"): Python and 4 ranks on 2 cores, not in the flow model.
 VOTE_S = 5.0e-3
+HEARTBEAT_S = 0.01   # NEZHA_HEARTBEAT's default
+SPIN_S = 200e-6      # NEZHA_SPIN_US's default
+# The vote sends one STATUS per peer on the first rail the planner still has (nz_vote_wait),
+# and the first vote after a cut is taken before the rail is marked dead: when the cut rail
+# is that first one, the copies to and from the cut host are lost and go again on every
+# rail after NZ_VOTE_RESEND_NS (include/nezha/nezha_engine.h). Since 07ae496 (session 14's
+# "cheaper vote"); before it every rail carried a copy (resend=False).
+VOTE_RESEND_S = 2e-3
 
 
 def _planner(hosts, rates_Bps, alive=None, piece=1 << 20):
@@ -47,10 +75,25 @@ def _sim(wl, fab, alpha, failures=(), stall_ok=False):
                        stall_ok=stall_ok)
 
 
+def phase_wait(k, heartbeat=HEARTBEAT_S, q=None):
+    """Seconds from the silence running out to the first heartbeat on another rail among k
+    silent peers (independent phases, uniform over a heartbeat): the mean, or quantile q."""
+    if k <= 0:
+        return 0.0
+    return heartbeat / (k + 1) if q is None else heartbeat * (1 - (1 - q) ** (1 / k))
+
+
 def predict(hosts, rates_gbps, nbytes, cut_host, cut_rail, at, timeout=0.06, vote=VOTE_S,
-            alpha=0.0, detect="silence", piece=1 << 20):
+            alpha=0.0, detect="silence", piece=1 << 20, heartbeat=HEARTBEAT_S, spin=SPIN_S,
+            phase_q=None, phase_silence=True, resend=True):
     """One cut: a dict with the simulated two-rail and one-rail times, when the cut slices
-    were detected and re-run, and the extra time over the bench's ideal (seconds)."""
+    were detected and re-run, and the extra time over the bench's ideal (seconds). A lazy
+    plan (one slice, small) goes to the lazy model: heartbeat, spin and phase_q (None: the
+    mean phase wait; q: that quantile) are its parameters; striped plans ignore them.
+    resend: the vote waits VOTE_RESEND_S more when the cut rail is rail 0 (the code since
+    the one-copy vote; False for runs before it)."""
+    if resend and cut_rail == 0:
+        vote += VOTE_RESEND_S
     R = len(rates_gbps)
     F._need(R >= 2, "rails", R, "failover needs a rail to go to")
     F._need(0 <= cut_rail < R, "cut_rail", cut_rail, f"no such rail (0..{R - 1})")
@@ -61,6 +104,9 @@ def predict(hosts, rates_gbps, nbytes, cut_host, cut_rail, at, timeout=0.06, vot
     alive = [c != cut_rail for c in range(R)]
     # the bench's references: two rails, and the surviving rails alone
     wl2, plan = N.workload("allreduce", nbytes, _planner(hosts, rates, piece=piece))
+    if len(plan.slices) == 1 and nbytes <= LAZY_MAX_BYTES:
+        return _predict_lazy(hosts, rates, fab, wl2, plan, nbytes, cut_host, cut_rail, at,
+                             timeout, vote, alpha, detect, piece, heartbeat, spin, phase_q)
     t2 = _sim(wl2, fab, alpha).time
     wl1, _ = N.workload("allreduce", nbytes, _planner(hosts, rates, alive, piece))
     t1 = _sim(wl1, fab, alpha).time
@@ -72,7 +118,16 @@ def predict(hosts, rates_gbps, nbytes, cut_host, cut_rail, at, timeout=0.06, vot
     done = ~np.isnan(r.t_end)
     live_done = float(np.nanmax(r.t_end)) if done.any() else 0.0
     unfinished = np.unique(wl2.task_slice[~done])
-    detected = max(at + (timeout if detect == "silence" else 0.0), live_done)
+    # silence: the same rule as a lazy collective's (nz_rail_silent), from the cut; the
+    # first heartbeat phase among the cut host's peers on that rail, and the spin before a
+    # rank looks (phase_silence=False: the timeout alone, as the model had it before)
+    wait = 0.0
+    if detect == "silence" and phase_silence:
+        net = wl2.kind == NET
+        mine = net & (wl2.chan == cut_rail) & ((wl2.src == cut_host) | (wl2.dst == cut_host))
+        k = len(set(wl2.src[mine].tolist()) | set(wl2.dst[mine].tolist()))
+        wait = spin + phase_wait(k, heartbeat, phase_q)
+    detected = max(at + (timeout + wait if detect == "silence" else 0.0), live_done)
     if len(unfinished):
         pl = _planner(hosts, rates, alive, piece)
         failed = [plan.slices[i] for i in unfinished]
@@ -87,6 +142,48 @@ def predict(hosts, rates_gbps, nbytes, cut_host, cut_rail, at, timeout=0.06, vot
     return {"nbytes": nbytes, "at_ms": at * 1e3, "cut_host": cut_host, "cut_rail": cut_rail,
             "two_rail_ms": t2 * 1e3, "one_rail_ms": t1 * 1e3, "slices": len(plan.slices),
             "unfinished": len(unfinished), "live_done_ms": live_done * 1e3,
+            "detected_ms": detected * 1e3, "rerun_ms": rerun * 1e3, "took_ms": end * 1e3,
+            "ideal_ms": ideal * 1e3, "extra_ms": (end - ideal) * 1e3}
+
+
+def _predict_lazy(hosts, rates, fab, wl, plan, nbytes, cut_host, cut_rail, at, timeout,
+                  vote, alpha, detect, piece, heartbeat, spin, phase_q):
+    """A lazy collective (module docstring, "lazy"): the cut stalls it from max(at, 0), at
+    the latest from its end (the lab's small collectives take microseconds against
+    milliseconds of failover, so the cut lands between two or in one: either way the one
+    running from then stalls whole). One rank per host: the workload's ranks are hosts."""
+    alive = [c != cut_rail for c in range(len(rates))]
+    t2 = _sim(wl, fab, alpha).time
+    wl1, _ = N.workload("allreduce", nbytes, _planner(hosts, rates, alive, piece))
+    t1 = _sim(wl1, fab, alpha).time
+    # no later than the collective's end: the bench's row did stall, so a cut stamped after
+    # it ends (the stamp lags lab.fail) landed before
+    stall = min(max(at, 0.0), t2)
+    # the collective rides one rail (the sim's channels are its rails): a cut of the other
+    # stalls nothing (a later collective's vote finds it; the bench cuts the rail small
+    # ones ride on)
+    net = wl.kind == NET
+    hit_rail = int(plan.slices[0][0])
+    if hit_rail != cut_rail:
+        return {"nbytes": nbytes, "at_ms": at * 1e3, "cut_host": cut_host, "cut_rail": cut_rail,
+                "two_rail_ms": t2 * 1e3, "one_rail_ms": t1 * 1e3, "slices": 1, "unfinished": 0,
+                "lazy": True, "phases": 0, "phase_ms": 0.0, "live_done_ms": t2 * 1e3,
+                "detected_ms": float("nan"), "rerun_ms": 0.0, "took_ms": t2 * 1e3,
+                "ideal_ms": t2 * 1e3, "extra_ms": 0.0}
+    # silent peers: the cut host watches every peer it exchanges with on this channel, and
+    # they watch it (each one's heartbeats have their own phase)
+    mine = net & ((wl.src == cut_host) | (wl.dst == cut_host))
+    peers = set(wl.src[mine].tolist()) | set(wl.dst[mine].tolist())
+    k = len(peers) if detect == "silence" else 0  # the host itself is in peers
+    wait = phase_wait(k, heartbeat, phase_q)
+    detected = stall + (spin + timeout + wait if detect == "silence" else 0.0)
+    rerun = t1  # the slice re-run whole on the surviving rail
+    end = detected + vote + rerun
+    before = min(stall, t2)
+    ideal = before + (1 - before / t2) * t1 if t2 else t1
+    return {"nbytes": nbytes, "at_ms": at * 1e3, "cut_host": cut_host, "cut_rail": cut_rail,
+            "two_rail_ms": t2 * 1e3, "one_rail_ms": t1 * 1e3, "slices": 1, "unfinished": 1,
+            "lazy": True, "phases": k, "phase_ms": wait * 1e3, "live_done_ms": 0.0,
             "detected_ms": detected * 1e3, "rerun_ms": rerun * 1e3, "took_ms": end * 1e3,
             "ideal_ms": ideal * 1e3, "extra_ms": (end - ideal) * 1e3}
 
@@ -119,7 +216,8 @@ def start_offset(hosts, rates_gbps, size, one_rail_lab, two_rail_lab, **kw):
     return start, max(two_rail_lab - start - p["two_rail_ms"] / 1e3, 0.0)
 
 
-def compare(path, rates_gbps=(0.4, 0.4), hosts=4, align="share", stamp_delay=0.0, **kw):
+def compare(path, rates_gbps=(0.4, 0.4), hosts=4, align="share", stamp_delay=0.0, near=0,
+            **kw):
     """Every cut of a bench JSON predicted: rows (one per cut) and a summary per (size,
     mode), extra on the bench's clock. align: how a cut at time t of rank 0's clock is
     placed in the model:
@@ -127,11 +225,15 @@ def compare(path, rates_gbps=(0.4, 0.4), hosts=4, align="share", stamp_delay=0.0
                starts); the hit collective then ends at start + the model's end;
       "share": at t * T2_sim / T2_lab, the same share of the two-rail work;
       None:    at t.
-    stamp_delay: seconds from the file's cut stamps to the cut (bench_cuts)."""
+    stamp_delay: seconds from the file's cut stamps to the cut (bench_cuts). near: the
+    bench's ideal from the K collectives around each cut (bench_cuts).
+    The summary's paired columns (failstats.verdict) compare the means over the same cuts,
+    with the lab's 95 % interval: 'within' / 'outside' 10 % only when the interval says so,
+    'unresolved' when the lab's noise leaves both open."""
     import statistics
     rows, summary = [], []
     sp = spread(path)
-    for (size, mode), v in bench_cuts(path, stamp_delay).items():
+    for (size, mode), v in bench_cuts(path, stamp_delay, near).items():
         meas, pred = [], []
         start, end = (start_offset(hosts, rates_gbps, size, v["one_rail"], v["two_rail"], **kw)
                       if align == "start" else (0.0, 0.0))
@@ -155,6 +257,8 @@ def compare(path, rates_gbps=(0.4, 0.4), hosts=4, align="share", stamp_delay=0.0
             pred.append(p["extra_ms"])
         q = sp.get((size, mode))
         m, pr = statistics.median(meas), statistics.median(pred)
+        ver = FS.verdict(meas, pred)
+        lab = FS.summary(meas)
         summary.append({"nbytes": size, "mode": mode, "cuts": len(meas),
                         "measured_ms": m, "predicted_ms": pr,
                         "error_pct": 100 * (pr - m) / m if m else float("nan"),
@@ -163,7 +267,14 @@ def compare(path, rates_gbps=(0.4, 0.4), hosts=4, align="share", stamp_delay=0.0
                         "lab_two_rail_ms": v["two_rail"] * 1e3,
                         "sim_two_rail_ms": rows[-1]["two_rail_ms"],
                         "start_ms": start * 1e3, "end_ms": end * 1e3,
-                        "lab_one_rail_iqr_ms": (q[2] - q[0]) * 1e3 if q is not None else 0.0})
+                        "lab_one_rail_iqr_ms": (q[2] - q[0]) * 1e3 if q is not None else 0.0,
+                        "lab_noise_ms": v["noise"] * 1e3,
+                        "measured_ci95_ms": lab.get("ci95", float("nan")),
+                        "mean_error_pct": ver.get("error_pct", float("nan")),
+                        "diff_ms": ver.get("mean", float("nan")),
+                        "diff_ci95_ms": ver.get("ci95", float("nan")),
+                        "verdict": ver["verdict"],
+                        "cuts_for_10pct": lab.get("cuts_needed", float("nan"))})
     return rows, summary
 
 
@@ -178,10 +289,11 @@ def stamps(row, stamp_delay=0.0):
     return [(tf + stamp_delay, tf) for tf, _ in failures]
 
 
-def bench_cuts(path, stamp_delay=0.0):
+def bench_cuts(path, stamp_delay=0.0, near=0):
     """The cuts of a bench/failover.py JSON: per (size, mode), [(at seconds, host, rail,
-    measured extra seconds)] recomputed as the bench does (analyse()), from its raw rows,
-    with the cut at stamps()."""
+    measured extra seconds)] recomputed as the bench does (failstats.cut_extra), from its
+    raw rows, with the cut at stamps(). near: the bench's ideal from the K collectives
+    around each cut instead of the run's medians (failstats.references)."""
     import gzip
     import json
     import statistics
@@ -194,18 +306,18 @@ def bench_cuts(path, stamp_delay=0.0):
         dur = [t1 - t0 for t0, t1, _ in rows]
         med2 = statistics.median([d for (_, _, a), d in zip(rows, dur) if a == 3])
         med1 = statistics.median([d for (_, _, a), d in zip(rows, dur) if a != 3])
+        heals = [th for _, th in row["raw"]["failures"]]
+        lazy = row["size"] <= LAZY_MAX_BYTES
         cuts = []
-        for k, (tf, _) in enumerate(stamps(row, stamp_delay)):
-            i = next((i for i, (t0, t1, a) in enumerate(rows) if t1 > tf and a != 3), None)
-            if i is None:
+        for k, ((tf, _), th) in enumerate(zip(stamps(row, stamp_delay), heals)):
+            c = FS.cut_extra(rows, tf, th, near, lazy)
+            if c is None:
                 continue
-            t0, t1, _ = rows[i]
-            before = min(max(tf - t0, 0.0), med2)
-            ideal = before + (1 - before / med2) * med1
             # the bench's rotation: host 1 + k % 3; rail 0 for small sizes, else alternating
             rail = 0 if (row["size"] < (1 << 20) or k % 2 == 0) else 1
-            cuts.append((tf - t0, 1 + k % 3, rail, (t1 - t0) - ideal))
-        out[(row["size"], row["mode"])] = dict(cuts=cuts, two_rail=med2, one_rail=med1)
+            cuts.append((c["at"], 1 + k % 3, rail, c["extra"]))
+        out[(row["size"], row["mode"])] = dict(cuts=cuts, two_rail=med2, one_rail=med1,
+                                               noise=FS.noise(rows))
     return out
 
 
@@ -228,24 +340,35 @@ def phases(path, rates_gbps=(0.4, 0.4), hosts=4, stamp_delay=0.0, **kw):
         v = cuts[(row["size"], row["mode"])]
         rows = row["raw"]["rows"]
         downs = [e for e in row.get("events") or [] if e.get("event") == "down"]
+        # files since 2026-11-24 keep every rank's events: the first rank to mark it dead
+        every = [e for r in row.get("ranks") or [] for e in r.get("events") or []
+                 if e.get("event") == "down"]
         for tf, tc in stamps(row, stamp_delay):
-            i = next((i for i, (t0, t1, a) in enumerate(rows) if t1 > tf and a != 3), None)
+            span = FS.hit_span(rows, tf, row["size"] <= LAZY_MAX_BYTES)
             ev = next((e for e in downs if e["time"] >= tc - 1e-3), None)
-            if i is None or ev is None or not ev.get("rerun_done_s"):
+            if span is None or ev is None or not ev.get("rerun_done_s"):
                 continue
-            t0 = rows[i][0]
+            t0 = rows[span[1]][0]  # the stalled collective's start
             at, h, rail, _ = next(c for c in v["cuts"] if abs(c[0] - (tf - t0)) < 1e-9)
             p = predict(hosts, list(rates_gbps), row["size"], h, rail, at, **kw)
             s = v["two_rail"] / (p["two_rail_ms"] / 1e3)  # lab s per sim s
-            if at > 0:
+            if p.get("lazy"):  # a lazy collective's detection is timeout-bound: not scaled
+                s = 1.0
+            elif at > 0:
                 p = predict(hosts, list(rates_gbps), row["size"], h, rail, at / s, **kw)
             else:
                 s = 1.0
+            first = min((e["time"] for e in every if e["time"] >= tc - 1e-3), default=None)
             out.append({"nbytes": row["size"], "mode": row["mode"], "at_ms": at * 1e3,
                         "why": ev.get("why", ""),
                         "lab_down_ms": (ev["time"] - t0) * 1e3,
+                        "lab_first_down_ms": (float("nan") if first is None
+                                              else (first - t0) * 1e3),
                         "sim_down_ms": p["detected_ms"] * s,
                         "lab_rerun_ms": (ev["rerun_done_s"] - ev["time"]) * 1e3,
                         "sim_rerun_ms": p["took_ms"] - p["detected_ms"],
-                        "unfinished": p["unfinished"]})
+                        "unfinished": p["unfinished"],
+                        # the lab's lost slices (files since 2026-11-24): an exact count per
+                        # cut, which the collectives' noise does not touch
+                        "lab_slices": ev.get("rerun_slices")})
     return out
