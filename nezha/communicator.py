@@ -397,7 +397,7 @@ class Communicator(Executor, Diagnose):
         def into(dst, scratch=None):  # addresses, not buffers (as in _allreduce)
             def build(s, algo, chan, off, cnt, src, _keep=scratch):
                 slices.allgather(s, algo, chan, dst, address(src), c, off, cnt, self._hosts,
-                                 self.planner.rail_owners(chan))
+                                 self.planner.rail_owners(chan, "allgather"))
             return build
 
         req = self._submit("allgather", _eng.COLL_ALLGATHER, dt, 0, c, -1,
@@ -437,7 +437,8 @@ class Communicator(Executor, Diagnose):
         def into(dst, scratch=None):  # addresses, not buffers (as in _allreduce)
             def build(s, algo, chan, off, cnt, src, _keep=scratch):
                 slices.reduce_scatter(s, algo, chan, dst, address(src), c, off, cnt,
-                                      es, self.size, self._hosts, self.planner.rail_owners(chan))
+                                      es, self.size, self._hosts,
+                                      self.planner.rail_owners(chan, "reduce_scatter"))
                 if op == ReduceOp.AVG:
                     s.add_avg(dst + off * es, cnt, float(self.size))
             return build

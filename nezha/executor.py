@@ -235,7 +235,7 @@ class Executor:
 
             def build(s, algo, chan, off, cnt, src):
                 slices.reduce_scatter(s, algo, chan, dst, address(src), block, lo + off, cnt,
-                                      es, size, hosts, self.planner.rail_owners(chan))
+                                      es, size, hosts, self.planner.rail_owners(chan, kind))
                 if op == ReduceOp.AVG:
                     s.add_avg(dst + (lo + off) * es, cnt, float(size))
         else:
@@ -243,7 +243,7 @@ class Executor:
 
             def build(s, algo, chan, off, cnt, src):
                 slices.allgather(s, algo, chan, dst, address(src), block, lo + off, cnt, hosts,
-                                 self.planner.rail_owners(chan))
+                                 self.planner.rail_owners(chan, kind))
 
         req.spec = (coll, int(dt), int(op), hi - lo, -1,
                     lambda: self.planner.blocks(kind, hi - lo, es, algo), build, None, a, False)

@@ -47,6 +47,13 @@ class Plan:
         return f"Plan({ALGO_NAMES.get(self.algo, self.algo)}, {self.slices})"
 
 
+# Collectives NEZHA_HIER_RAILS=auto aligns in balanced layouts even when no NIC is nearer to
+# one local rank than another: their striped cross-host phase ran 4x the inter-host floor in
+# the lab (2 hosts x 4 ranks, allgather of 1 MiB per rank: striped 183 ms, aligned 47 ms,
+# floor 42 ms; reduce_scatter of 4 MiB: 77 ms against 22 ms; docs/results/session15)
+ALIGN_ANYWAY = ("allgather", "reduce_scatter")
+
+
 class Planner:
     """Splits collectives over channels by their measured rates, small payloads whole."""
 
@@ -114,7 +121,7 @@ class Planner:
         self.hier_rails, self.near = mode, near
         self._owners_memo = {}
 
-    def _owner_table(self):
+    def _owner_table(self, coll="allreduce"):
         """(owners per live rail, live rails, why), or None: every local rank drives every
         rail (striped). Over the live rails: after a failure the survivors are shared."""
         if not self.hier_ok or self.hier_rails == "striped":
@@ -127,23 +134,25 @@ class Planner:
                                                for nr in self.near]
         owners, why = placement.from_nearest(near, L, len(live)), "nearest NICs"
         if owners is None:
-            if self.hier_rails == "auto":
-                # no NIC is nearer to one local rank than another: aligning buys nothing,
-                # and a rank that waits for a CPU idles its rails (4 hosts x 2 ranks on 2
-                # cores: aligned 1.06x the floor at 16 MiB, striped 1.02x)
+            if self.hier_rails == "auto" and coll not in ALIGN_ANYWAY:
+                # no NIC is nearer to one local rank than another: aligning an allreduce or
+                # a broadcast buys nothing, and a rank that waits for a CPU idles its rails
+                # (4 hosts x 2 ranks on 2 cores: aligned 1.05-1.07x the floor at 16 MiB,
+                # striped 1.02x)
                 return None
             owners, why = placement.modular(L, len(live)), "local rank mod rails"
         if self.hier_rails == "auto" and not placement.balanced(owners, L):
             return None
         return owners, live, why
 
-    def rail_owners(self, chan):
-        """Flags per local position: which carry chan's hierarchical slices across hosts;
-        None: all of them (striped, or every position drives this rail)."""
-        key = (chan, tuple(self.alive))
+    def rail_owners(self, chan, coll="allreduce"):
+        """Flags per local position: which carry chan's hierarchical slices of coll across
+        hosts; None: all of them (striped, or every position drives this rail)."""
+        kind = coll in ALIGN_ANYWAY
+        key = (chan, kind, tuple(self.alive))
         if key in self._owners_memo:
             return self._owners_memo[key]
-        table, got = self._owner_table(), None
+        table, got = self._owner_table(coll), None
         if table is not None and chan // self.nconns in table[1]:
             own = table[0][table[1].index(chan // self.nconns)]
             L = self.ranks // len(set(self.hosts))
@@ -153,11 +162,11 @@ class Planner:
         self._owners_memo[key] = got
         return got
 
-    def _owner_tag(self, algo):
+    def _owner_tag(self, algo, coll="allreduce"):
         """What a hierarchical plan's schedules depend on besides its slices (Plan tag)."""
         if algo != ALGO_HIER:
             return None
-        table = self._owner_table()
+        table = self._owner_table(coll)
         return None if table is None else (table[0], table[1])
 
     def describe_rails(self, names=None):
@@ -172,7 +181,12 @@ class Planner:
             why = ("NEZHA_HIER_RAILS=striped" if self.hier_rails == "striped" else
                    "NEZHA_HIER_RAILS=auto: no local rank has nearer NICs than another, or "
                    "aligned would leave rails or ranks unevenly loaded")
-            return f"hierarchical rails: every local rank drives every rail ({why})"
+            out = f"hierarchical rails: every local rank drives every rail ({why})"
+            other = self._owner_table("allgather")
+            if other is not None and not all(len(o) == L for o in other[0]):
+                out += ("; allgather and reduce_scatter aligned by local rank mod rails: "
+                        + placement.describe(other[0], L, [names[r] for r in other[1]]))
+            return out
         owners, live, why = table
         if all(len(o) == L for o in owners):
             return ("hierarchical rails: every local rank drives every rail (one live rail, "
@@ -531,7 +545,7 @@ class Planner:
     def blocks(self, coll, block_count, esize, algo=ALGO_RING):
         """Plan for allgather / reduce_scatter / alltoall / reduce: how each block is cut."""
         slices, key = self.split(coll, block_count, esize)
-        return Plan(slices, algo, key, esize, self._owner_tag(algo))
+        return Plan(slices, algo, key, esize, self._owner_tag(algo, coll))
 
     def single(self, algo=0):
         """One whole piece on the best channel (barrier, send/recv)."""

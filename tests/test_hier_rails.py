@@ -67,10 +67,20 @@ def test_auto_aligns_only_balanced_layouts(L, R, aligned):
     p = _planner("auto", 2, L, R, near=near)
     got = [p.rail_owners(c) for c in range(R)]
     assert (got != [None] * R) == aligned, got
-    # no NIC nearer to one local rank than another: auto stripes (aligning buys nothing)
+    # no NIC nearer to one local rank than another: auto stripes allreduce and broadcast
+    # (aligning buys nothing), aligns allgather and reduce_scatter where balanced (their
+    # striped cross-host phase measured 4x slower)
     p = _planner("auto", 2, L, R)
     assert [p.rail_owners(c) for c in range(R)] == [None] * R
     assert "no local rank has nearer NICs" in p.describe_rails()
+    for coll in ("allgather", "reduce_scatter"):
+        got = [p.rail_owners(c, coll) for c in range(R)]
+        assert (got != [None] * R) == aligned, (coll, got)
+    a = p.blocks("allgather", 100_003, 8, ALGO_HIER)
+    r = p.allreduce(100_003, 8)
+    assert a.hash != _planner("striped", 2, L, R).blocks("allgather", 100_003, 8, ALGO_HIER).hash \
+        or not aligned
+    assert r.hash == _planner("striped", 2, L, R).allreduce(100_003, 8).hash
     assert all(o is None for o in (_planner("striped", 2, L, R).rail_owners(c)
                                    for c in range(R)))
     forced = [_planner("aligned", 2, L, R).rail_owners(c) for c in range(R)]

@@ -61,7 +61,7 @@ def _build(s, coll, plan, rank, planner, count, es, root):
     for chan, off, cnt in plan.slices:
         starts.append(s.nops)
         o, p = _OUT + off * es, _IN + off * es
-        own = planner.rail_owners(chan)  # rail-aligned hierarchical slices (NEZHA_HIER_RAILS)
+        own = planner.rail_owners(chan, coll)  # rail-aligned hierarchical slices (NEZHA_HIER_RAILS)
         if coll == "allreduce":
             slices.allreduce(s, algo, chan, o, p, cnt, es, hier, owners=own)
         elif coll == "reduce":
