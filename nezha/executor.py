@@ -12,7 +12,7 @@ import numpy as np
 
 from nezha import log
 from nezha._core import engine as _eng
-from nezha.buffers import address
+from nezha.buffers import address, as_array
 from nezha.costmodel import GLOBAL_MIN_BYTES
 from nezha.errors import RailSystemError
 from nezha.planner import ALGO_INA, ALGO_RD, Plan
@@ -192,27 +192,57 @@ class Executor:
         """A small allreduce whole on the INA service: one datagram up and one down per
         rank, two hops. With failover it is lazy (failover.py): no closing vote, and it keeps
         a copy of its result, which a rank that got none is sent (Failover.ina_small_failed),
-        so every rank holds the same bits. Without failover a lost service is an error here."""
-        req.offloaded = True  # never the fast path: every call comes back here
+        so every rank holds the same bits. Without failover a lost service is an error here.
+        Once it went well, the next call on the same buffers runs on the fast path
+        (FastPath.put_ina), which comes back to _ina_small_rest if it fails."""
+        req.offloaded = True  # its Python is here, not in _execute's fast-path entry
         n, es = a.size, a.itemsize
         inplace = req.spec[9]
         plan = Plan([(-1, 0, n)], ALGO_INA, None, es)
         req.schedule, req.plan = None, plan
         voting = self._failover
-        inp = a.copy() if voting and inplace else a  # the input of a re-run on TCP
         if not inplace:
             np.copyto(out, a)
+        # a single datagram's result is written into out only when it arrived whole: after
+        # a failure out still holds the input (the re-run's)
         err = self._ina.run_small(out, dt, op)
-        if err is None:
-            self._st.ran(plan, plan, req.seq, req, voting, voting, out.copy() if voting else None)
-            return
-        if not voting:
+        if err is not None:
+            return self._ina_small_failed(req, plan, out, op, err)
+        self._st.ran(plan, plan, req.seq, req, voting, voting, out.copy() if voting else None)
+        fast, req.fast = req.fast, None
+        if fast is not None and not log.enabled("INFO", "COLL"):
+            sendbuf, recvbuf, fa, fout, _, fop, wout, _ = fast
+            tmpl = types.SimpleNamespace(name=req.name, spec=req.spec[:8] + (None, inplace),
+                                         retarget=None)
+            ina = self._ina
+            self._fast.put_ina(sendbuf, recvbuf, fa, fout, fop, wout, plan, voting, tmpl, ina,
+                               ina.client._c, int(dt), int(op), ina.client.timeout)
+
+    def _ina_small_failed(self, req, plan, out, op, err):
+        """This rank got no result of its small INA allreduce (out still holds its input)."""
+        self._ina.small_failed(err)
+        if not self._failover:
             raise RailSystemError(
                 f"nezha: rank {self.rank}: the INA rail at {self._ina.address} failed during "
                 f"{req.name} #{req.seq}, which ran whole on it; without failover (one TCP rail, "
                 f"or NEZHA_FAILOVER=n) that is an error (NEZHA_INA_SMALL=off keeps small "
                 f"allreduces on TCP): {err}") from err
-        self._fo.ina_small_failed(req, plan, out, inp, op)
+        self._fo.ina_small_failed(req, plan, out, out.copy(), op)
+
+    def _ina_small_rest(self, tmpl, seq, plan, result, err):
+        """A fast-path small INA allreduce (FastPath._call_ina) got no result: settle it as
+        _execute_ina_small does, then run what was queued meanwhile."""
+        req = Request(self, tmpl.name, seq, result)
+        req.spec, req.schedule, req.plan = tmpl.spec, None, plan
+        try:
+            out, _ = as_array(result, "recvbuf", True)
+            self._ina_small_failed(req, plan, out, ReduceOp(tmpl.spec[2]), err)
+        except BaseException as exc:
+            self._fail(exc)
+            raise
+        finally:
+            self._drain()  # gives the queue back (also once broken)
+        return result
 
     def _ina_rerun(self, kind, a, out, n, lo, hi, op, algo):
         """What the INA rail left of [lo, hi) (of every block), over the TCP rails."""

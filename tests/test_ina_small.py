@@ -103,73 +103,108 @@ def test_small_allreduce_on_ina_exact(service, tmp_path, n):
     assert after["bad_meta"] == before["bad_meta"]
 
 
-@pytest.mark.parametrize("n", [2, 3])
-def test_lost_and_duplicated_datagrams_never_double_count(service, tmp_path, n):
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_small_allreduce_fast_path_exact(service, tmp_path, n):
+    """The same buffers called again: from the 2nd call on, a small INA allreduce runs on
+    the fast path (one C call without the GIL, FastPath._call_ina). Every INA dtype x op x
+    0, 1, primes up to 1 KiB (at most one datagram), in place and not, 4 calls each with new
+    values: exact; every call of 1 element or more went whole to INA, 3 of each 4 on the
+    fast path, alike on every rank; the service added one datagram per rank per result."""
+    before = service.stats()
+    res = run_ranks(n, "fast", service.port, tmp_path, worker=WORKER,
+                    extra={"NEZHA_INA_SMALL": "on"})
+    after = service.stats()
+    for r in res:
+        assert r["wrong"] == 0, res
+    assert len({(r["runs"], r["ina"], r["fast_ina"], r["route"]) for r in res}) == 1, res
+    # (4 float dtypes x SUM MIN MAX AVG + 2 int x SUM MIN MAX) x 9 sizes > 0 x 2 x 4 calls
+    ina = (4 * 4 + 2 * 3) * 9 * 2 * 4
+    assert res[0]["ina"] == ina and res[0]["fast_ina"] == ina * 3 // 4, res
+    assert after["results"] - before["results"] == ina
+    assert after["data_added"] - before["data_added"] == n * ina
+    assert after["bad_meta"] == before["bad_meta"]
+
+
+@pytest.mark.parametrize("n,same", [(2, False), (3, False), (2, True), (3, True)])
+def test_lost_and_duplicated_datagrams_never_double_count(service, tmp_path, n, same):
     """Every rank drops every (3+rank)-th datagram, sends every 2nd twice and loses every
     (4+rank)-th result: every small SUM exact, each rank's contribution added once per
-    collective (data_added), the duplicates seen and answered or dropped, never added."""
+    collective (data_added), the duplicates seen and answered or dropped, never added.
+    same: the calls reuse 12 pairs of buffers, so most run on the fast path."""
     before = service.stats()
     res = run_ranks(n, "faults", service.port, tmp_path, worker=WORKER,
-                    extra={"NEZHA_INA_SMALL": "on", "NEZHA_INA_TIMEOUT": "2"})
+                    extra={"NEZHA_INA_SMALL": "on", "NEZHA_INA_TIMEOUT": "2",
+                           "TEST_SAME_BUF": str(int(same))})
     after = service.stats()
     for r in res:
         assert r["wrong"] == 0 and r["ina"] == r["runs"] == 180, res
         assert r["dropped"] > 0 and r["duplicated"] > 0 and r["results_dropped"] > 0, res
         assert r["retrans"] > 0, res
+        assert not same or r["fast"] == 180 - 12, res  # all but each shape's first call
     assert after["data_added"] - before["data_added"] == n * 180
     assert after["results"] - before["results"] == 180
     assert after["dup_pending"] + after["dup_resent"] > before["dup_pending"] + before["dup_resent"]
 
 
-@pytest.mark.parametrize("n", [3, 4])
-def test_service_dies_during_small_allreduce_all_rerun(service, tmp_path, n):
+@pytest.mark.parametrize("n,same", [(3, False), (4, False), (3, True)])
+def test_service_dies_during_small_allreduce_all_rerun(service, tmp_path, n, same):
     """The service dies at the first datagram of the 5th small allreduce: no rank has its
     result, every rank re-runs it on the TCP rails from its input; the INA rail is left out
-    on every rank alike; integers exact, every rank's results bitwise the same."""
+    on every rank alike; integers exact, every rank's results bitwise the same. same: one
+    buffer, so the 2nd to 5th run on the fast path (the 5th fails there)."""
     service.die_at(5, 0)
     res = run_ranks(n, "kill", service.port, tmp_path, worker=WORKER,
-                    extra={"NEZHA_INA_SMALL": "on", "TEST_ITERS": "12"})
+                    extra={"NEZHA_INA_SMALL": "on", "TEST_ITERS": "12",
+                           "TEST_SAME_BUF": str(int(same))})
     for r in res:
         assert r["wrong"] == 0, res
         assert r["small"] == 5 and r["small_failures"] == 1 and not r["alive"], res
+        assert not same or r["fast"] >= 4, res
     assert len({r["digest"] for r in res}) == 1, res
 
 
-@pytest.mark.parametrize("n", [2, 3, 4])
-def test_result_sent_to_a_rank_that_has_none(service, tmp_path, n):
+@pytest.mark.parametrize("n,same", [(2, False), (3, False), (4, False), (3, True)])
+def test_result_sent_to_a_rank_that_has_none(service, tmp_path, n, same):
     """Rank 0 loses the result of the 4th small allreduce (its client drops it), and the
     service dies at the 5th: the other ranks returned from the 4th with it (lazy), rank 0
     gets it from them (broadcast by the first rank that has it), not from a re-run, so all
-    hold the same bits; the 5th fails everywhere and is re-run on TCP."""
+    hold the same bits; the 5th fails everywhere and is re-run on TCP. same: one buffer
+    (the 4th fails on rank 0's fast path; the others keep its result there)."""
     service.die_at(5, 0)
     res = run_ranks(n, "kill", service.port, tmp_path, worker=WORKER,
                     extra={"NEZHA_INA_SMALL": "on", "TEST_ITERS": "10",
-                           "RANK0_DROP": "4"})
+                           "RANK0_DROP": "4", "TEST_SAME_BUF": str(int(same))})
     for r in res:
         assert r["wrong"] == 0, res
         assert r["small"] == 5 and not r["alive"], res
+        assert not same or r["fast"] >= 3, res
     assert res[0]["small_failures"] == 2, res   # the 4th (no result) and the 5th
     assert all(r["small_failures"] == 1 for r in res[1:]), res
     assert len({r["digest"] for r in res}) == 1, res
 
 
-def test_without_failover_a_lost_service_is_a_clear_error(service, tmp_path):
+@pytest.mark.parametrize("same", [False, True])
+def test_without_failover_a_lost_service_is_a_clear_error(service, tmp_path, same):
     """One TCP rail (no failover), NEZHA_INA_SMALL=on: the service dies at the 3rd small
     allreduce; no rank can recover it, so each says so (naming the service) instead of
-    hanging or returning something."""
+    hanging or returning something. same: the 2nd and 3rd on the fast path."""
     service.die_at(3, 0)
     res = run_ranks(3, "kill", service.port, tmp_path, worker=WORKER,
-                    extra={"NEZHA_INA_SMALL": "on", "TEST_ITERS": "6", "NEZHA_LOOP_RAILS": "1"})
+                    extra={"NEZHA_INA_SMALL": "on", "TEST_ITERS": "6", "NEZHA_LOOP_RAILS": "1",
+                           "TEST_SAME_BUF": str(int(same))})
     for r in res:
         assert r["runs"] == 3 and r["wrong"] == 0, res
         assert "without failover" in r["error"] and f":{service.port}" in r["error"], res
+        assert not same or r["fast"] == 2, res  # (fresh buffers may reuse an address)
 
 
-def test_rail_left_out_by_a_small_allreduce_is_readmitted(tmp_path):
+@pytest.mark.parametrize("same", [False, True])
+def test_rail_left_out_by_a_small_allreduce_is_readmitted(tmp_path, same):
     """The service dies at the 5th small allreduce (re-run on TCP, rail left out); a new one
     starts on the same port; small allreduces count toward re-admission, so after
     READMIT_EVERY of them the rail is back and the next small ones run on it again. Every
-    result exact, bitwise the same on every rank."""
+    result exact, bitwise the same on every rank. same: one buffer; the fast path forgets
+    the dead service's client and, re-admitted, runs on the new one."""
     from nezha.rails.ina.offload import READMIT_EVERY
     old = _ina.Server("127.0.0.1", 0, slots=256, quota=64, job_timeout=30.0)
     port = old.port
@@ -190,7 +225,7 @@ def test_rail_left_out_by_a_small_allreduce_is_readmitted(tmp_path):
     try:
         res = run_ranks(3, "kill", port, tmp_path, worker=WORKER, during=restart,
                         extra={"NEZHA_INA_SMALL": "on", "TEST_ITERS": str(iters),
-                               "TEST_PAUSE": "0.01"})
+                               "TEST_PAUSE": "0.01", "TEST_SAME_BUF": str(int(same))})
     finally:
         for srv, nt in new:
             srv.stop()
@@ -199,4 +234,7 @@ def test_rail_left_out_by_a_small_allreduce_is_readmitted(tmp_path):
     for r in res:
         assert r["wrong"] == 0 and r["alive"], res
         assert r["small_failures"] == 1 and r["small"] > 5, res  # back on INA after re-admission
+        # the 2nd to 5th call (the 5th failed there), and after re-admission every call on
+        # the new client but its first (no TCP call meanwhile: they count toward it)
+        assert not same or r["fast"] == r["small"] - 2, res
     assert len({(r["digest"], r["small"]) for r in res}) == 1, res

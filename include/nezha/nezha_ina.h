@@ -1550,6 +1550,13 @@ out:
 }
 
 
+/* Whether the job is surely still known to the service: registered, and not silent past
+ * half the service's job timeout (after that the caller registers again first). */
+static int ina_client_fresh(const ina_client_t *c) {
+    return c->fd >= 0 && c->token &&
+           (!c->job_timeout_ms || ina_now_ms() - c->last_ms <= (int64_t)c->job_timeout_ms / 2);
+}
+
 /* Allreduce count elements of buf in place (every rank the same count, dtype, op, window). */
 static int ina_client_allreduce(ina_client_t *c, void *buf, size_t count, int dtype, int op,
                                 int window, int timeout_ms) {

@@ -16,10 +16,17 @@
 # Arming the engine and concluding a run are the executor's too (arm, RunState.ran,
 # RunState.take): one code path for both.
 
+ctypedef int (*ina_fresh_fn)(void *c) noexcept nogil
+ctypedef int (*ina_run_fn)(void *c, void *buf, size_t count, int dtype, int op,
+                           int timeout_ms) noexcept nogil
+
+
 cdef class FastEntry:
     """What a repeated collective on the same buffers needs: its schedule and plan, and
     two alternating copies of its input (a lazy collective keeps its input until the next
-    collective: the previous call's copy may still be needed while this one runs)."""
+    collective: the previous call's copy may still be needed while this one runs). An
+    allreduce that goes whole to the INA service has no schedule: the client's C call
+    instead (ina), and the copies keep its result (what a rank that got none is sent)."""
     cdef Schedule s
     cdef object plan, ranges, tmpl, op, snaps, src, keep
     cdef int32_t chans[64]  # each slice's channel (arming)
@@ -28,6 +35,15 @@ cdef class FastEntry:
     cdef bint lazy, voting, wout
     cdef char *snapp[2]
     cdef const char *srcp  # the run's input when it is not the call's sendbuf (a spare)
+    # a small allreduce whole on the INA service (Executor._execute_ina_small)
+    cdef bint ina
+    cdef object ina_off, ina_client  # InaOffload (counters, failures), the C client's owner
+    cdef void *ina_c
+    cdef ina_fresh_fn ina_fresh
+    cdef ina_run_fn ina_run
+    cdef int ina_dtype, ina_op, ina_tmo
+    cdef size_t ina_count
+    cdef char *outp
 
 
 cdef class FastPath:
@@ -111,6 +127,52 @@ cdef class FastPath:
             self.entries.clear()
         self.entries[(coll, <uintptr_t>bi.p, <uintptr_t>bo.p, root)] = f
 
+    def put_ina(self, object sendbuf, object recvbuf, cnp.ndarray a, cnp.ndarray out,
+                object op, bint wout, object plan, bint voting, object tmpl, object off,
+                object client, int dtype, int iop, double timeout):
+        """Remember a small allreduce that ran whole on the INA service (client: the
+        InaOffload's Cython Client, kept alive here; off: the InaOffload). Same key and
+        checks as put(); the entry runs the client's C call instead of a schedule. Entries
+        go with clear(): the INA rail left out (InaOffload._drop) or the planner's channels
+        changed (a TCP rail lost or back changes small_route's answer)."""
+        cdef buf_t bi, bo
+        if recvbuf is None:
+            recvbuf = sendbuf
+        for buf in (sendbuf, recvbuf):
+            if type(buf) is not cnp.ndarray and not _learn_tensor_type(type(buf)):
+                return
+        if not (probe(sendbuf, &bi) and probe(recvbuf, &bo)):
+            return
+        if (bi.nbytes != cnp.PyArray_NBYTES(a) or bo.nbytes != cnp.PyArray_NBYTES(out)
+                or bi.nbytes == 0 or bi.nbytes != bo.nbytes
+                or bi.p != <const char *>cnp.PyArray_DATA(a)
+                or bo.p != <const char *>cnp.PyArray_DATA(out)):
+            return
+        cdef FastEntry f = FastEntry()
+        f.ina = True
+        f.plan, f.tmpl, f.op = plan, tmpl, op
+        f.tin, f.tout, f.nin, f.nout = bi.token, bo.token, bi.nbytes, bo.nbytes
+        f.nsrc = bo.nbytes
+        f.wout = wout
+        f.mversion = self.model.version
+        f.lazy = f.voting = voting
+        f.ina_off, f.ina_client = off, client
+        h = client.small_handle()
+        f.ina_c = <void *><uintptr_t>h[0]
+        f.ina_fresh = <ina_fresh_fn><uintptr_t>h[1]
+        f.ina_run = <ina_run_fn><uintptr_t>h[2]
+        f.ina_dtype, f.ina_op = dtype, iop
+        f.ina_tmo = <int>(timeout * 1000)
+        f.ina_count = <size_t>cnp.PyArray_SIZE(out)
+        f.outp = <char *>bo.p
+        if voting:
+            f.snaps = (np.empty(f.nsrc, np.uint8), np.empty(f.nsrc, np.uint8))
+            f.snapp[0] = <char *>cnp.PyArray_DATA(f.snaps[0])
+            f.snapp[1] = <char *>cnp.PyArray_DATA(f.snaps[1])
+        if len(self.entries) >= 64:
+            self.entries.clear()
+        self.entries[(COLL_ALLREDUCE, <uintptr_t>bi.p, <uintptr_t>bo.p, -1)] = f
+
     cdef FastEntry _lookup(self, int coll, object sendbuf, object recvbuf, object op,
                            object root, buf_t *bi):
         cdef buf_t bo
@@ -179,6 +241,8 @@ cdef class FastPath:
         cdef FastEntry e = self._lookup(coll, sendbuf, recvbuf, op, root, &bi)
         if e is None or st.closed or st.broken is not None:
             return None
+        if e.ina:
+            return self._call_ina(comm, e, bi.p, result)
         if not self.lock.acquire(False):
             return None
         try:
@@ -217,6 +281,49 @@ cdef class FastPath:
             return comm._fast_rest(e.tmpl, seq, s, e.plan, e.ranges, e.lazy, e.voting,
                                    snapobj, rc, result)
         st.ran(e.plan, e.plan, seq, e.tmpl, e.lazy, e.voting, snapobj)
+        nxt = st.take()
+        if nxt is not None:  # queued meanwhile by another thread: run it as _drain does
+            comm._drain(nxt)
+        return result
+
+    cdef object _call_ina(self, object comm, FastEntry e, const char *inp, object result):
+        """A small allreduce whole on the INA service: input to output, one datagram up,
+        its result down, in one nogil block (Executor._execute_ina_small without the
+        Python). A failure goes to the executor (Executor._ina_small_rest)."""
+        cdef RunState st = self.st
+        # a job silent past half the service's timeout registers again: the slow path
+        if not e.ina_fresh(e.ina_c):
+            return None
+        if not self.lock.acquire(False):
+            return None
+        try:
+            if st.busy or st.queue:
+                return None
+            st.busy = True
+        finally:
+            self.lock.release()
+        cdef int64_t seq = st.seq
+        st.seq = seq + 1
+        self.hits += 1
+        e.ina_off.small += 1
+        cdef int rc, flip = e.flip
+        cdef char *snap = NULL
+        cdef char *outp = e.outp
+        cdef size_t nbytes = e.nsrc
+        if e.voting:
+            snap = e.snapp[flip]
+            e.flip = flip ^ 1
+        with nogil:
+            if inp != outp:
+                memcpy(outp, inp, nbytes)
+            rc = e.ina_run(e.ina_c, outp, e.ina_count, e.ina_dtype, e.ina_op, e.ina_tmo)
+            if rc == 0 and snap != NULL:  # kept: a rank that got no result is sent this
+                memcpy(snap, outp, nbytes)
+        if rc != 0:
+            return comm._ina_small_rest(e.tmpl, seq, e.plan, result,
+                                        e.ina_client.error(rc))
+        st.ran(e.plan, e.plan, seq, e.tmpl, e.voting, e.voting,
+               e.snaps[flip] if snap != NULL else None)
         nxt = st.take()
         if nxt is not None:  # queued meanwhile by another thread: run it as _drain does
             comm._drain(nxt)

@@ -3,7 +3,7 @@
 from cpython.buffer cimport (PyBUF_C_CONTIGUOUS, PyBUF_WRITABLE, PyBuffer_Release,
                              PyObject_GetBuffer)
 from cpython.exc cimport PyErr_CheckSignals
-from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t
 from libc.stdlib cimport calloc, free
 from libc.string cimport memcpy, memset
 
@@ -76,6 +76,7 @@ cdef extern from "nezha/nezha_ina.h" nogil:
     int ina_client_allgather(ina_client_t *c, const void *send, void *recv, size_t block,
                              size_t lo, size_t hi, int dtype, int window, int timeout_ms)
     int ina_client_ping(ina_client_t *c) nogil
+    int ina_client_fresh(const ina_client_t *c)
     int ina_reduce_support(int dtype, int op)
     size_t ina_chunk_elems(int dtype, size_t chunk_bytes)
     int INA_MTU_CHUNK
@@ -130,14 +131,33 @@ def job_credentials(bytes secret, bytes tag):
     return bytes(id_[:16]), bytes(key[:32])
 
 
-def _raise(int rc, str msg):
+def _error(int rc, str msg):
+    """The exception of a client call's status rc < 0."""
     if rc == -ETIMEDOUT:
-        raise NezhaTimeout(msg)
+        return NezhaTimeout(msg)
     if rc == -EACCES:
-        raise AuthenticationError(msg)
+        return AuthenticationError(msg)
     if rc in (-EINVAL, -EOPNOTSUPP):
-        raise InvalidUsageError(msg)
-    raise RailSystemError(msg, rail="ina")
+        return InvalidUsageError(msg)
+    return RailSystemError(msg, rail="ina")
+
+
+def _raise(int rc, str msg):
+    raise _error(rc, msg)
+
+
+# The communicator's fast path (engine.pyx, fastpath.pxi) runs a small allreduce of a
+# registered client through these two, without the GIL and without importing this module's
+# C: it gets their addresses from Client.small_handle().
+cdef int _small_fresh(void *c) noexcept nogil:
+    return ina_client_fresh(<ina_client_t *>c)
+
+
+cdef int _small_run(void *c, void *buf, size_t count, int dtype, int op,
+                    int timeout_ms) noexcept nogil:
+    # one datagram: window 1 (the result comes back whole or not at all, and the buffer
+    # is written only then, so after a failure it still holds the input)
+    return ina_client_allreduce(<ina_client_t *>c, buf, count, dtype, op, 1, timeout_ms)
 
 
 cdef class Server:
@@ -350,6 +370,18 @@ cdef class Client:
             PyBuffer_Release(&sv)
         if rc < 0:
             _raise(rc, self.c.err.decode(errors="replace"))
+
+    def small_handle(self):
+        """(client, fresh, run) addresses for the communicator's fast path: fresh(client)
+        says whether the job is surely still registered (else: the slow path, which
+        registers again); run(client, buf, count, dtype, op, timeout_ms) is allreduce()
+        without the GIL, 0 or -errno (then error() tells). The caller keeps this Client
+        alive and calls run from one thread at a time, as allreduce."""
+        return (<uintptr_t>&self.c, <uintptr_t>&_small_fresh, <uintptr_t>&_small_run)
+
+    def error(self, int rc):
+        """The exception of status rc (< 0) of the last call, with its message."""
+        return _error(rc, self.c.err.decode(errors="replace"))
 
     @property
     def version(self):

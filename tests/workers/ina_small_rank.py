@@ -13,6 +13,13 @@ Modes:
           client drops the result of its i-th call (a rank without a result while the
           others have it).
   faults  small SUMs while every rank's client drops, duplicates and loses results.
+  fast    every INA dtype x op x sizes 0, 1, primes up to 1 KiB, in place and not, each
+          called 4 times on the same buffers (new values copied in): from the 2nd call on
+          they run on the fast path (FastPath._call_ina); every result checked, and how
+          many calls ran on the fast path and on INA.
+
+TEST_SAME_BUF=1: every call of `faults` and `kill` reuses one buffer per shape (the fast
+path's case); the result reports the fast-path calls either way.
 """
 import hashlib
 import os
@@ -41,18 +48,38 @@ def wrap(a, dt):
     return torch.from_numpy(a).view(torch.bfloat16)
 
 
-def one(comm, dt, op, count, seed, inplace):
+SAME = os.environ.get("TEST_SAME_BUF") == "1"
+_BUFS = {}  # (dtype, count, in place) -> the buffers every call of that shape reuses
+
+
+def buffers(dt, count, inplace, same):
+    """(sendbuf, recvbuf or None) as the communicator sees them: fresh, or (same) the ones
+    the last call of this shape used, so the fast path keys on them."""
+    key = (dt, count, inplace)
+    if not same or key not in _BUFS:
+        a = np.zeros(count, numpy_dtype(dt))
+        got = None if inplace else np.zeros(count, numpy_dtype(dt))
+        _BUFS[key] = (a, got, wrap(a, dt), None if inplace else wrap(got, dt))
+    return _BUFS[key]
+
+
+def fast_calls(comm):
+    return comm.stats()["fast_path_calls"]
+
+
+def one(comm, dt, op, count, seed, inplace, same=SAME):
     """One allreduce; (exact?, went to INA?)."""
     xs = [oracle.values(dt, count, q, op, seed) for q in range(comm.size)]
     want = oracle.reduce(dt, op, xs)
-    a = xs[comm.rank].copy()
+    a, got, wa, wgot = buffers(dt, count, inplace, same)
+    np.copyto(a, xs[comm.rank])
     before = small(comm)
     if inplace:
-        comm.allreduce(wrap(a, dt), op=op)
+        comm.allreduce(wa, op=op)
         got = a
     else:
-        got = np.zeros(count, numpy_dtype(dt))
-        comm.allreduce(wrap(a, dt), wrap(got, dt), op=op)
+        got.fill(0)
+        comm.allreduce(wa, wgot, op=op)
         if not np.array_equal(a, xs[comm.rank]):
             return False, True
     ok = True
@@ -103,6 +130,35 @@ def matrix(comm):
                 route=hashlib.sha256(bytes(route)).hexdigest()[:16])
 
 
+def fast(comm):
+    """Repeated calls on the same buffers: the fast path's results, checked, and its route:
+    the 2nd to 4th call of every shape that goes to INA run on the fast path."""
+    wrong = runs = seed = 0
+    route = []
+    fast0 = fast_calls(comm)
+    for dt in INA_DTYPES:
+        most = DATAGRAM // dt.itemsize
+        for op in OPS[:4]:
+            if op == ReduceOp.AVG and not dt.is_float:
+                continue
+            for count in sorted({min(c, most) for c in (0, 1, 2, 3, 5, 13, 31, 61, 127, 251)}):
+                for inplace in (True, False):
+                    for k in range(4):
+                        seed += 1
+                        runs += 1
+                        f0 = fast_calls(comm)
+                        ok, ina = one(comm, dt, op, count, seed, inplace, same=True)
+                        wrong += not ok
+                        route.append(int(ina) + 2 * (fast_calls(comm) > f0))
+                        if ina != (comm.size > 1 and count > 0):
+                            wrong += 1
+                            print(f"route of {dt.name} {op.name} x {count}: ina={ina}",
+                                  flush=True)
+    return dict(runs=runs, wrong=wrong, ina=sum(r & 1 for r in route),
+                fast_ina=sum(r == 3 for r in route), fast=fast_calls(comm) - fast0,
+                route=hashlib.sha256(bytes(route)).hexdigest()[:16])
+
+
 def kill(comm):
     iters = int(os.environ["TEST_ITERS"])
     drop = int(os.environ.get("RANK0_DROP", "0")) if comm.rank == 0 else 0
@@ -111,11 +167,16 @@ def kill(comm):
         raise SystemExit(f"rank {comm.rank}: INA collectives before the loop")
     pause = float(os.environ.get("TEST_PAUSE", "0"))
     wrong, digest, count = 0, hashlib.sha256(), 200
+    a = np.empty(count, np.float32)
     for i in range(1, iters + 1):
         time.sleep(pause)  # gives the test time to restart the service
         rng = np.random.default_rng([i, comm.rank])
-        a = np.concatenate([rng.integers(-4, 5, count // 2).astype(np.float32),
-                            rng.random(count - count // 2, np.float32)])
+        new = np.concatenate([rng.integers(-4, 5, count // 2).astype(np.float32),
+                              rng.random(count - count // 2, np.float32)])
+        if SAME:
+            np.copyto(a, new)
+        else:
+            a = new
         ints = sum(np.random.default_rng([i, q]).integers(-4, 5, count // 2).astype(np.float32)
                    for q in range(comm.size))
         if drop and i == drop:
@@ -123,8 +184,9 @@ def kill(comm):
         try:
             comm.allreduce(a)
         except RailSystemError as e:  # without failover: the end of the job, said clearly
+            res = dict(runs=i, wrong=wrong, error=str(e), fast=fast_calls(comm))
             comm.close()
-            return dict(runs=i, wrong=wrong, error=str(e))
+            return res
         if drop and i == drop:
             client.set_faults()
         wrong += not np.array_equal(a[:count // 2], ints)
@@ -132,7 +194,7 @@ def kill(comm):
     ina = comm._ina
     return dict(runs=iters, wrong=wrong, digest=digest.hexdigest(), small=ina.small,
                 small_failures=ina.small_failures, alive=bool(ina.alive),
-                events=[e["event"] for e in comm._events])
+                events=[e["event"] for e in comm._events], fast=fast_calls(comm))
 
 
 def faults(comm):
@@ -146,7 +208,8 @@ def faults(comm):
     before = small(comm)
     for i in range(60):
         for dt in (DType.FLOAT32, DType.INT64, DType.FLOAT16):
-            count = 1 + (i * 37) % (DATAGRAM // dt.itemsize)
+            j = i % 4 if SAME else i  # SAME: 4 shapes per dtype, each called 15 times
+            count = 1 + (j * 37) % (DATAGRAM // dt.itemsize)
             ok, ina = one(comm, dt, ReduceOp.SUM, count, 1000 + i, i % 2 == 0)
             runs += 1
             wrong += not (ok and ina)
@@ -154,12 +217,13 @@ def faults(comm):
     client.set_faults()
     return dict(runs=runs, wrong=wrong, ina=small(comm) - before,
                 dropped=st["fault_dropped"], duplicated=st["fault_duplicated"],
-                results_dropped=st["fault_results_dropped"], retrans=st["retrans"])
+                results_dropped=st["fault_results_dropped"], retrans=st["retrans"],
+                fast=fast_calls(comm))
 
 
 def main(mode):
     comm = nezha.Communicator()
-    res = {"matrix": matrix, "kill": kill, "faults": faults}[mode](comm)
+    res = {"matrix": matrix, "kill": kill, "faults": faults, "fast": fast}[mode](comm)
     comm.close()
     report(res)
 

@@ -146,10 +146,13 @@ class InaOffload:
         try:
             self.client.allreduce(out, op, dt)
         except NezhaError as exc:
-            self.small_failures += 1
-            log.warn("HEALTH", f"INA rail at {self.address}: small allreduce failed: {exc}")
             return exc
         return None
+
+    def small_failed(self, exc):
+        """A small allreduce got no result here (run_small, or the fast path's C call)."""
+        self.small_failures += 1
+        log.warn("HEALTH", f"INA rail at {self.address}: small allreduce failed: {exc}")
 
     def start(self, kind, a, out, k, n, dt, op):
         """Put [k, n) (of every block) on the service now; returns the job for finish().
@@ -232,6 +235,7 @@ class InaOffload:
 
     def _drop(self):
         self.alive = False
+        self.comm._fast.clear()  # no small allreduce may reach the old client any more
         self.since_fail = 0
         if self.client is not None:
             try:
