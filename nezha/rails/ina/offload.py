@@ -198,6 +198,11 @@ class InaOffload:
         failed = int(job["err"] is not None)
         if failed:
             log.warn("HEALTH", f"INA rail at {self.address} failed: {job['err']}")
+            # leave the service now: the ranks still waiting for a result this rank sends no
+            # more data for then find it unheard within the INA timeout and fail too, where
+            # its heartbeats would keep it "late" until NEZHA_TIMEOUT (60 s) and the agreement
+            # below would wait that long
+            self._close_client()
         ina_ns = job["t1"] - job["t0"]
         # MAX of (failed, times, elements left): the slowest rank's times and the least any
         # rank finished; results below that are final on every rank, the rest is re-run
@@ -233,16 +238,19 @@ class InaOffload:
         """Agreed rates of the INA share per kind (costmodel.OffloadModel)."""
         return self.model.rate_ina
 
-    def _drop(self):
-        self.alive = False
-        self.comm._fast.clear()  # no small allreduce may reach the old client any more
-        self.since_fail = 0
+    def _close_client(self):
         if self.client is not None:
             try:
                 self.client.close()
             except Exception:  # noqa: BLE001 - it failed already; nothing to keep
                 pass
             self.client = None
+
+    def _drop(self):
+        self.alive = False
+        self.comm._fast.clear()  # no small allreduce may reach the old client any more
+        self.since_fail = 0
+        self._close_client()
         self.model.forget()
         log.warn("HEALTH", f"INA rail at {self.address} left out; trying it again every "
                  f"{READMIT_EVERY} collectives it could take")
