@@ -204,7 +204,13 @@ class Failover:
         me = self.c._st.ncoll
         rerun = lost = 0
         same = None  # (table, since): the same table vote after vote is a livelock
-        while not (lazy and rc == _eng.ERR_OK):
+        while True:
+            if lazy and rc == _eng.ERR_OK:
+                # a lazy run resumed or re-run to the end: its AVG divisions, which no vote
+                # below applied (they were missing: the soak's root of a small AVG reduce
+                # got the sum after a re-run)
+                self.c._engine.finish(s)
+                break
             failed, mask, moving = self.c._engine.failed_mask(), 0, False
             for i, (a, b) in enumerate(ranges):
                 if s.ops_complete(a, b):

@@ -2,6 +2,7 @@
 while rails are cut (down, blackhole), one flaps and one is slowed. About 40 s of injection in
 its own lab (unique name, torn down even on failure). Asserts correctness only, never times."""
 import importlib.util
+import json
 import os
 
 import pytest
@@ -24,7 +25,9 @@ def test_soak_short(lab_factory, tmp_path):
     lab = lab_factory(hosts=4, rails=2, rates="400mbit", ranks_per_host=2)
     s = soak.soak(lab, minutes=0.6, seed=int(os.environ.get("TEST_SOAK_SEED", "18")),
                   max_bytes=1 << 20, hang_s=60.0, tmp=str(tmp_path), log=lambda m: None)
-    report = soak.table(s) + "\n" + s.get("output_tail", "")
+    # which collectives were wrong, where and how (rank, index, what, details)
+    report = (soak.table(s) + "\nwrong: " + json.dumps(s.get("wrong_list"))[:4000] + "\n"
+              + s.get("output_tail", ""))
     assert s["wrong"] == 0, report
     assert not s["hangs"], report
     assert not s["errors"] and s["returncode"] == 0, report
