@@ -234,14 +234,22 @@ class Executor:
         _execute_ina_small does, then run what was queued meanwhile."""
         req = Request(self, tmpl.name, seq, result)
         req.spec, req.schedule, req.plan = tmpl.spec, None, plan
-        try:
+
+        def settle():
             out, _ = as_array(result, "recvbuf", True)
             self._ina_small_failed(req, plan, out, ReduceOp(tmpl.spec[2]), err)
+        return self._settle_fast(settle, result)
+
+    def _settle_fast(self, settle, result):
+        """Finish a fast-path call in the executor (settle()), then give the queue back and
+        run what was queued meanwhile (also once broken)."""
+        try:
+            settle()
         except BaseException as exc:
             self._fail(exc)
             raise
         finally:
-            self._drain()  # gives the queue back (also once broken)
+            self._drain()
         return result
 
     def _ina_rerun(self, kind, a, out, n, lo, hi, op, algo):
@@ -329,15 +337,11 @@ class Executor:
         a vote): go on with it as _execute would, then run what was queued meanwhile."""
         req = Request(self, tmpl.name, seq, result)
         req.spec, req.retarget, req.schedule, req.plan = tmpl.spec, tmpl.retarget, s, plan
-        try:
-            rc = self._progress(req, s, rc, voting)
-            self._conclude(req, s, plan, ranges, lazy, voting, snap, rc)
-        except BaseException as exc:
-            self._fail(exc)
-            raise
-        finally:
-            self._drain()  # gives the queue back (also once broken)
-        return result
+
+        def settle():
+            self._conclude(req, s, plan, ranges, lazy, voting, snap,
+                           self._progress(req, s, rc, voting))
+        return self._settle_fast(settle, result)
 
     def _forget_plans(self):
         """The planner's channels changed: no cached schedule (slow or fast path) holds."""
