@@ -536,6 +536,47 @@ def test_service_killed_mid_collective_is_a_clear_error(tmp_path):
         p.wait()
 
 
+@pytest.mark.timeout(60)
+def test_service_stops_on_sigterm_under_a_flood(tmp_path):
+    """Regression (CI, test_fuzz_ina_service): with datagrams arriving all the time the data
+    path never slept in poll(), so a SIGTERM the kernel handed to another thread was never
+    looked at and the service had to be killed. It must exit promptly and cleanly."""
+    ready = tmp_path / "ready"
+    env = dict(os.environ, PYTHONPATH=HERE)
+    p = subprocess.Popen([sys.executable, "-m", "nezha", "ina", "serve", "--addr", "127.0.0.1",
+                          "--port", "0", "--ready-file", str(ready), "--stats", "0"], env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    stop = threading.Event()
+    try:
+        deadline = time.monotonic() + 20
+        while not ready.exists():
+            assert p.poll() is None and time.monotonic() < deadline, "service did not start"
+            time.sleep(0.02)
+        port = int(ready.read_text().split()[1])
+
+        def flood():
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            junk = os.urandom(1000)
+            while not stop.is_set():
+                for _ in range(500):
+                    s.sendto(junk, ("127.0.0.1", port))
+            s.close()
+
+        t = threading.Thread(target=flood, daemon=True)
+        t.start()
+        time.sleep(0.5)
+        p.terminate()
+        try:
+            rc = p.wait(8)
+        except subprocess.TimeoutExpired:
+            rc = None
+        assert rc in (0, -15), f"service still running 8 s after SIGTERM under a flood (rc {rc})"
+    finally:
+        stop.set()
+        p.kill()
+        p.wait()
+
+
 # ---- lab: the service in a switch namespace, loss by nftables (root) ------------------------
 @pytest.mark.timeout(120)
 def test_lab_ina_service_with_loss(lab_factory):

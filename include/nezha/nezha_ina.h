@@ -880,9 +880,11 @@ static void ina_server_destroy(ina_server_t *s) {
     free(s->rbuf); s->rbuf = NULL;
 }
 
-/* The data path: until s->stop (checked every 100 ms) or a signal (returns -EINTR). */
+/* The data path for about 100 ms, or until s->stop or a signal here (returns -EINTR). It
+ * returns every pass so the caller can look at signals: one the kernel hands to another
+ * thread never interrupts our poll(), and under a flood the loop never sleeps in it. */
 static int ina_server_run(ina_server_t *s) {
-    int64_t last_expire = 0;
+    int64_t last_expire = 0, t_end = ina_now_ms() + 100;
     for (int i = 0; i < INA_RX_BATCH; i++) {
         s->riov[i].iov_base = s->rbuf[i];
         s->riov[i].iov_len = INA_DGRAM;
@@ -898,6 +900,7 @@ static int ina_server_run(ina_server_t *s) {
         }
         s->now_ms = ina_now_ms();
         if (r < 0 && errno == EINTR) return -EINTR;
+        if (s->now_ms >= t_end) return 0;
         if (s->now_ms - last_expire >= 100) {
             ina_srv_expire(s);
             last_expire = s->now_ms;
