@@ -24,6 +24,7 @@ from nezha.topo import bind as topo_bind
 from nezha.topo import placement
 from nezha.topo import rails as topo_rails
 from nezha.topo import rateprobe as topo_rateprobe
+from nezha.transports import hostcoll
 from nezha.transports.loop import loop_rails
 from nezha.types import DType, ReduceOp, check_op_dtype
 
@@ -92,6 +93,7 @@ class Communicator(Executor, Diagnose):
     def __init__(self, mpi_comm=None, *, rails=None, timeout=None, config=None):
         self._torn = threading.RLock()  # _teardown runs once (the caller's and the guard's)
         self._torn_done = False
+        self._host = None  # the host area (transports/hostcoll.py), when all ranks share a host
         overrides = dict(config or {})
         if rails is not None:
             overrides["SOCKET_IFNAME"] = rails if isinstance(rails, str) else ",".join(rails)
@@ -173,6 +175,17 @@ class Communicator(Executor, Diagnose):
         self._fast = _eng.FastPath(self._st, self._engine, self.planner.model,
                                    self._failover)
         self._nobuf = np.empty(0, np.uint8)  # the barrier's fast-path key: it has no buffers
+        # every rank on this host: allreduces reduce straight out of one shared segment.
+        # Not with failover (several rails): its votes and lazy re-runs are the engine's,
+        # and the area has none; not when an algorithm is forced (NEZHA_ALGO)
+        # (every rank takes part in the set-up's rounds; any one's settings can say no)
+        if mesh.shm is not None and len(mesh.shm.local) == self.size - 1:
+            want = (cfg["SHM_COLL"] != math.inf and not self._failover
+                    and cfg["ALGO"] == "auto")
+            self._host = hostcoll.setup(boot, mesh.peers, want, cfg["SHM_COLL"],
+                                        int(cfg["SHM_COLL_CHUNK"]), cfg["SPIN_US"] * 1e-6)
+            if self._host is not None:
+                self._fast.set_host(self._host.area)
         # the INA rail shares large allreduces with the TCP rails (nezha/rails/ina/offload.py)
         self._ina = None
         if "ina" in cfg["RAILS"] and cfg["INA_ADDR"] and self.size > 1:
@@ -273,7 +286,9 @@ class Communicator(Executor, Diagnose):
                            inplace=address(out) == address(a),
                            retarget=lambda: _into_scratch(into, count * es),
                            fast=(sendbuf, recvbuf, a, out, a, op, True, None))
-        if self._ina is not None:
+        if self._host is not None and self._host.takes(count * es):
+            req.host = (a, out, dt, op)  # in the host area (executor.py)
+        elif self._ina is not None:
             req.ina = ("allreduce", a, out, dt, op, None)  # decided at run time (executor.py)
         return req
 
@@ -645,6 +660,8 @@ class Communicator(Executor, Diagnose):
             self._torn_done = True
             if getattr(self, "_ina", None) is not None:
                 self._ina.close()
+            if self._host is not None:
+                self._host.close()
             if getattr(self, "_engine", None) is not None:
                 self._engine.close()
             if self._mesh is not None:

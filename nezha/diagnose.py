@@ -155,6 +155,8 @@ class Diagnose:
             return
         self._st.broken = exc
         log.warn("COLL", f"{exc}")
+        if self._host is not None:  # ranks waiting in the host area stop at once
+            self._host.abort(exc)
         kind = (KIND_MISMATCH if isinstance(exc, CollectiveMismatch) else
                 KIND_TIMEOUT if isinstance(exc, NezhaTimeout) else
                 KIND_PEER if isinstance(exc, PeerError) else KIND_OTHER)

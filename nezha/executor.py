@@ -15,7 +15,7 @@ from nezha._core import engine as _eng
 from nezha.buffers import address, as_array
 from nezha.costmodel import GLOBAL_MIN_BYTES
 from nezha.errors import RailSystemError
-from nezha.planner import ALGO_INA, ALGO_RD, Plan
+from nezha.planner import ALGO_HOST, ALGO_INA, ALGO_RD, Plan
 from nezha.request import Request
 from nezha.algorithms import slices
 from nezha.types import DType, ReduceOp, dtype_from_numpy
@@ -97,6 +97,12 @@ class Executor:
         return s, ranges
 
     def _execute(self, req):
+        if req.host is not None:
+            return self._execute_host(req)
+        if self._host is not None and req.seq < 0x80000000 and req.spec[0] != _eng.COLL_SENDRECV:
+            # a rank waiting for this one in the host area sees a mismatch at once
+            coll, dt, op, count = req.spec[:4]
+            self._host.area.announce(req.seq, coll, count, dt, op)
         if req.ina is not None:
             return self._execute_offload(req)
         coll, dt, op, count, root, planfn, build, ckey, src, inplace = req.spec
@@ -150,6 +156,34 @@ class Executor:
                                          retarget=req.retarget)
             self._fast.put(coll, sendbuf, recvbuf, a, out, fsrc, fop, root, wout, s, plan,
                            ranges, lazy, voting, tmpl, keep)
+
+    def _execute_host(self, req):
+        """An allreduce of ranks that all share this host, in the host area
+        (transports/hostcoll.py): no schedule, no rails, no vote (failover is off there)."""
+        a, out, dt, op = req.host
+        req.host = None
+        req.offloaded = True
+        plan = Plan([(-1, 0, a.size)], ALGO_HOST, None, a.itemsize)
+        req.plan = plan
+        if log.enabled("INFO", "COLL"):
+            log.info("COLL", f"{req.name} #{req.seq} count {a.size} "
+                     f"{DType(int(dt)).name.lower()} in the host area")
+        self._host.allreduce(a, out, dt, op, req.seq, self.size, self._st.timeout)
+        self._st.ran(plan, plan, req.seq, req, False, False, None)
+        fast, req.fast = req.fast, None
+        if fast is not None and not log.enabled("INFO", "COLL"):
+            # next time on these buffers: the fast path (FastPath.put_host)
+            sendbuf, recvbuf, fa, fout, _, fop, wout, _ = fast
+            tmpl = types.SimpleNamespace(name=req.name, spec=req.spec[:8] + (None, req.spec[9]))
+            self._fast.put_host(sendbuf, recvbuf, fa, fout, fop, wout, plan, tmpl, self._host,
+                                int(dt), int(op), float(self.size) if op == ReduceOp.AVG else 0.0)
+
+    def _host_rest(self, tmpl, seq, result, err):
+        """A fast-path allreduce in the host area (FastPath._call_host) failed: raise err
+        here as the executor would (telling the other ranks), then give the queue back."""
+        def settle():
+            raise err
+        return self._settle_fast(settle, result)
 
     def _execute_offload(self, req):
         """A collective the INA rail may share (nezha/rails/ina/offload.py): decided here, at

@@ -20,9 +20,10 @@ ALGO_DIRECT = 5
 ALGO_HIER = 6
 ALGO_RAB = 7
 ALGO_INA = 8  # whole on the INA service (no engine schedule; executor._execute_ina_small)
+ALGO_HOST = 9  # in the host area, every rank on one host (no schedule; executor._execute_host)
 ALGO_NAMES = {0: "direct", ALGO_RING: "ring", ALGO_RD: "rd", ALGO_CHAIN: "chain",
               ALGO_TREE: "tree", ALGO_DIRECT: "direct", ALGO_HIER: "hier", ALGO_RAB: "rab",
-              ALGO_INA: "ina"}
+              ALGO_INA: "ina", ALGO_HOST: "host"}
 LAZY_MAX_BYTES = 256 << 10  # failover.LAZY_MAX_BYTES: larger collectives vote
 ROUND = 256  # shares are whole multiples of this many elements (when large enough)
 MAX_PIECES = 64  # slices of one collective (the vote carries one bit per slice)

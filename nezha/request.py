@@ -18,6 +18,7 @@ class Request:
         self.retarget = None        # () -> build writing into scratch (collectives that can be lazy)
         self.error = None
         self.ina = None             # (kind, a, out, dtype, op, algo): a collective INA may share
+        self.host = None            # (a, out, dtype, op): an allreduce run in the host area
         self.offloaded = False      # part of it ran on the INA rail (or could: no fast path)
         self.fast = None            # (the user's sendbuf and recvbuf, their views, input the
         #                             run reads, op, output must be writeable, library buffer

@@ -900,11 +900,11 @@ static int ina_server_run(ina_server_t *s) {
         }
         s->now_ms = ina_now_ms();
         if (r < 0 && errno == EINTR) return -EINTR;
-        if (s->now_ms >= t_end) return 0;
         if (s->now_ms - last_expire >= 100) {
             ina_srv_expire(s);
             last_expire = s->now_ms;
         }
+        if (s->now_ms >= t_end) return 0; /* after the expiry: an idle pass is one poll */
         if (r <= 0) continue;
         for (int rounds = 0; rounds < 64; rounds++) {
             for (int i = 0; i < INA_RX_BATCH; i++) {

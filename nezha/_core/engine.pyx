@@ -657,4 +657,5 @@ cdef class Engine:
 
 include "runstate.pxi"
 include "bufprobe.pxi"
+include "hostcoll.pxi"
 include "fastpath.pxi"

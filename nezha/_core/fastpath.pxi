@@ -44,6 +44,12 @@ cdef class FastEntry:
     cdef int ina_dtype, ina_op, ina_tmo
     cdef size_t ina_count
     cdef char *outp
+    # an allreduce of ranks all on one host, in the host area (Executor._execute_host)
+    cdef HostArea host
+    cdef object hc_off  # the HostColl (its errors)
+    cdef uint64_t hc_count
+    cdef int hc_es, hc_dtype, hc_op
+    cdef double hc_div
 
 
 cdef class FastPath:
@@ -56,11 +62,16 @@ cdef class FastPath:
     cdef object model, lock
     cdef bint failover
     cdef public int64_t hits  # calls that ran here (comm.stats())
+    cdef HostArea host  # all ranks on one host: runs on the rings are announced there
 
     def __init__(self, RunState st, Engine eng, object model, bint failover):
         self.st, self.eng, self.model, self.lock = st, eng, model, st.lock
         self.failover = failover
         self.entries = {}
+
+    def set_host(self, HostArea area):
+        """The host area, where collectives run on the rings are announced (HostArea.announce)."""
+        self.host = area
 
     def clear(self):
         """Forget every entry (the planner's channels changed)."""
@@ -173,6 +184,39 @@ cdef class FastPath:
             self.entries.clear()
         self.entries[(COLL_ALLREDUCE, <uintptr_t>bi.p, <uintptr_t>bo.p, -1)] = f
 
+    def put_host(self, object sendbuf, object recvbuf, cnp.ndarray a, cnp.ndarray out,
+                 object op, bint wout, object plan, object tmpl, object hostcoll, int dtype,
+                 int iop, double divisor):
+        """Remember an allreduce that ran in the host area (hostcoll: the HostColl). Same
+        key and checks as put(); the entry runs the area's C call instead of a schedule."""
+        cdef buf_t bi, bo
+        if recvbuf is None:
+            recvbuf = sendbuf
+        for buf in (sendbuf, recvbuf):
+            if type(buf) is not cnp.ndarray and not _learn_tensor_type(type(buf)):
+                return
+        if not (probe(sendbuf, &bi) and probe(recvbuf, &bo)):
+            return
+        # an empty one's address is its own (torch: NULL): no byte of it is touched
+        if (bi.nbytes != cnp.PyArray_NBYTES(a) or bo.nbytes != cnp.PyArray_NBYTES(out)
+                or bi.nbytes != bo.nbytes
+                or (bi.nbytes and bi.p != <const char *>cnp.PyArray_DATA(a))
+                or (bo.nbytes and bo.p != <const char *>cnp.PyArray_DATA(out))):
+            return
+        cdef FastEntry f = FastEntry()
+        f.plan, f.tmpl, f.op = plan, tmpl, op
+        f.tin, f.tout, f.nin, f.nout = bi.token, bo.token, bi.nbytes, bo.nbytes
+        f.wout = wout
+        f.mversion = self.model.version
+        f.host, f.hc_off = hostcoll.area, hostcoll
+        f.hc_count = <uint64_t>cnp.PyArray_SIZE(out)
+        f.hc_es = <int>cnp.PyArray_ITEMSIZE(out)
+        f.hc_dtype, f.hc_op, f.hc_div = dtype, iop, divisor
+        f.outp = <char *>bo.p
+        if len(self.entries) >= 64:
+            self.entries.clear()
+        self.entries[(COLL_ALLREDUCE, <uintptr_t>bi.p, <uintptr_t>bo.p, -1)] = f
+
     cdef FastEntry _lookup(self, int coll, object sendbuf, object recvbuf, object op,
                            object root, buf_t *bi):
         cdef buf_t bo
@@ -243,6 +287,8 @@ cdef class FastPath:
             return None
         if e.ina:
             return self._call_ina(comm, e, bi.p, result)
+        if e.host is not None:
+            return self._call_host(comm, e, bi.p, result)
         if not self.lock.acquire(False):
             return None
         try:
@@ -254,6 +300,9 @@ cdef class FastPath:
         cdef int64_t seq = st.seq
         st.seq = seq + 1
         self.hits += 1
+        if self.host is not None:
+            spec = e.tmpl.spec
+            self.host.announce_c(<uint64_t>seq, coll, spec[3], spec[1], spec[2])
         cdef Schedule s = e.s
         cdef Engine eng = self.eng
         cdef nz_engine_t *en = &eng.e
@@ -324,6 +373,33 @@ cdef class FastPath:
                                         e.ina_client.error(rc))
         st.ran(e.plan, e.plan, seq, e.tmpl, e.voting, e.voting,
                e.snaps[flip] if snap != NULL else None)
+        nxt = st.take()
+        if nxt is not None:  # queued meanwhile by another thread: run it as _drain does
+            comm._drain(nxt)
+        return result
+
+    cdef object _call_host(self, object comm, FastEntry e, const char *inp, object result):
+        """An allreduce in the host area: input to output in one nogil call
+        (Executor._execute_host without the Python). A failure goes to the executor
+        (Executor._host_rest), which raises it on this rank and tells the others."""
+        cdef RunState st = self.st
+        if not self.lock.acquire(False):
+            return None
+        try:
+            if st.busy or st.queue:
+                return None
+            st.busy = True
+        finally:
+            self.lock.release()
+        cdef int64_t seq = st.seq
+        st.seq = seq + 1
+        self.hits += 1
+        cdef int rc = e.host.run(inp, e.outp, e.hc_count, e.hc_es, e.hc_dtype, e.hc_op,
+                                 e.hc_div, COLL_ALLREDUCE, <uint64_t>seq, st.timeout)
+        if rc != 0:
+            return comm._host_rest(e.tmpl, seq, result, e.hc_off.error(
+                rc, "allreduce", seq, e.hc_count, e.hc_dtype, e.hc_op, st.timeout))
+        st.ran(e.plan, e.plan, seq, e.tmpl, False, False, None)
         nxt = st.take()
         if nxt is not None:  # queued meanwhile by another thread: run it as _drain does
             comm._drain(nxt)

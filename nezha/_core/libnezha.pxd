@@ -66,6 +66,37 @@ cdef extern from "nezha/nezha_shm.h" nogil:
     void nz_shm_corrupt(nz_shm_ep_t *s)
 
 
+cdef extern from "nezha/nezha_hostcoll.h" nogil:
+    enum: NZ_HC_NONCE
+    enum: NZ_HC_MAX
+    enum: NZ_HC_EMISMATCH, NZ_HC_EDEAD, NZ_HC_ETIMEOUT, NZ_HC_EABORT, NZ_HC_EOP
+    ctypedef struct nz_hc_hdr_t:
+        uint64_t abort
+    ctypedef struct nz_hc_t:
+        nz_hc_hdr_t *hdr
+        int me, n
+        uint64_t round
+        int64_t spin_us
+        int pidfd[256]
+        int bad_peer
+        uint64_t bad_seq, bad_count
+        uint32_t bad_dtype, bad_op, bad_coll
+    void nz_hc_init(nz_hc_t *h)
+    size_t nz_hc_len(int n, uint64_t chunk)
+    int nz_hc_map(nz_hc_t *h, const char *name, int me, int n, uint64_t chunk,
+                  const uint8_t *nonce)
+    void nz_hc_unmap(nz_hc_t *h)
+    void nz_hc_abort(nz_hc_t *h, int code, int peer)
+    int nz_hc_abort_rank(nz_hc_t *h)
+    int nz_hc_abort_code(nz_hc_t *h)
+    int nz_hc_abort_peer(nz_hc_t *h)
+    void nz_hc_announce(nz_hc_t *h, uint64_t seq, uint32_t coll, uint64_t count,
+                        uint32_t dtype, uint32_t op)
+    int nz_hc_allreduce(nz_hc_t *h, const char *inp, char *out, uint64_t count, int es,
+                        int dtype, int op, double divisor, uint32_t coll, uint64_t seq,
+                        double timeout_s)
+
+
 cdef extern from "nezha/nezha_fault.h" nogil:
     enum:
         NZ_FAULT_STALL_TX
