@@ -167,7 +167,7 @@ def cmd_lab(a):
     doc = C._load(a.file)
     lab = doc.get("lab") or {}
     n, rates_bps = int(lab["hosts"]), lab["rates_bps"]
-    cal = C.calibrate(a.calibration or [a.file])
+    cal = C.calibrate(a.calibration or [a.file], burst=a.burst_aware)
     cpu = cal["cpu_cost_per_byte"] if a.cpu else 0.0
     rows = []
     for system, rails in (("nezha-all", list(range(len(rates_bps)))), ("nezha-rail0", [0]),
@@ -343,7 +343,7 @@ def cmd_ina(a):
 
 
 def cmd_calibrate(a):
-    cal = C.calibrate(a.files)
+    cal = C.calibrate(a.files, burst=a.burst_aware)
     rows = [{"rail": k, "alpha_us": v["alpha_s"] * 1e6, "rate_mbit": v["rate_Bps"] * 8e-6,
              "nominal_mbit": (v["nominal_Bps"] or 0) * 8e-6,
              "cpu_ns_per_byte": v["cpu_cost_per_byte"] * 1e9, "points": v["points"]}
@@ -400,6 +400,8 @@ def parser():
     lb = sub.add_parser("lab", help="predict a lab compare JSON's nezha allreduce runs")
     lb.add_argument("file")
     lb.add_argument("--calibration", nargs="*")
+    lb.add_argument("--burst-aware", action="store_true",
+                    help="alpha from the burst-aware calibration (calibrate --burst-aware)")
     lb.add_argument("--cpu", action="store_true", help="include the calibrated CPU cost")
     lb.add_argument("--min-size", default="64K")
     lb.add_argument("--replay", action="store_true", default=True,
@@ -481,6 +483,10 @@ def parser():
     c = sub.add_parser("calibrate", help="alpha/rate per rail, CPU cost per byte")
     c.add_argument("files", nargs="+")
     c.add_argument("--json")
+    c.add_argument("--burst-aware", action="store_true",
+                   help="fit what the rails take without tbf's bucket: the tokens earned in "
+                        "the barrier between calls (the system's <= 1 KiB latency) added "
+                        "back to every point (calibrate.burst_saving)")
     t = sub.add_parser("train", help="training step: nezha on R rails vs Gloo on one")
     from nezha.sim import training
     training.add_args(t)
