@@ -294,7 +294,8 @@ def cmd_failover(a):
                      ("measured_mean_ms", "{:.1f}"), ("measured_ci95_ms", "{:.1f}"),
                      ("predicted_mean_ms", "{:.1f}"), ("mean_error_pct", "{:+.1f}"),
                      ("diff_ms", "{:+.1f}"), ("diff_ci95_ms", "{:.1f}"), ("verdict", "{}"),
-                     ("lab_noise_ms", "{:.1f}"), ("cuts_for_10pct", "{}")])
+                     ("lab_noise_ms", "{:.1f}"), ("cuts_for_10pct", "{}"),
+                     ("cuts_paired_10pct", "{}")])
         print("\n# the hit collective's own time (rank 0's clock), lab vs model, paired; and the "
               "model's extra against its own references instead of the bench's medians")
         table(summ, [("nbytes", "{}"), ("mode", "{}"), ("cuts", "{}"),

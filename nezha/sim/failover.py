@@ -363,6 +363,8 @@ def compare(path, rates_gbps=(0.4, 0.4), hosts=4, align="snapshot", stamp_delay=
                         "diff_ms": ver.get("mean", float("nan")),
                         "diff_ci95_ms": ver.get("ci95", float("nan")),
                         "verdict": ver["verdict"],
+                        # cuts the paired verdict needs at this run's spread of lab - model
+                        "cuts_paired_10pct": _paired_need(ver, pred),
                         "took_lab_mean_ms": statistics.mean(r["measured_took_ms"] for r in mine),
                         "took_sim_mean_ms": statistics.mean(r["took_ms"] for r in mine),
                         "took_diff_ms": tv.get("mean", float("nan")),
@@ -373,6 +375,15 @@ def compare(path, rates_gbps=(0.4, 0.4), hosts=4, align="snapshot", stamp_delay=
                             r.get("extra_sim_ideal_ms", r["extra_ms"]) for r in mine),
                         "cuts_for_10pct": lab.get("cuts_needed", float("nan"))})
     return rows, summary
+
+
+def _paired_need(ver, pred, rel=0.10):
+    """Cuts for the 95 % interval of lab - model to shrink to rel x the model's mean."""
+    import math
+    sd, m = ver.get("sd", float("nan")), abs(sum(pred) / len(pred)) if pred else 0.0
+    if not m or not sd == sd:
+        return float("nan")
+    return math.ceil((1.96 * sd / (rel * m)) ** 2)
 
 
 def _starts(snap, lag, ref_lag, size):
