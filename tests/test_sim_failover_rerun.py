@@ -147,3 +147,25 @@ def test_recorded_64mib_hit_collectives_within_a_few_percent():
         assert len(big) == 2
         for s in big:
             assert abs(s["took_error_pct"]) < 3.0 and s["took_verdict"] == "within"
+
+
+def test_two_ranks_per_host_rerun_a_suffix_of_the_cut_rails_slices():
+    # 4 hosts x 2 ranks (the hierarchical plan): whatever the cut time, the re-run is the
+    # cut rail's slices from the one in flight on, in post order, moved to the other rail;
+    # a later cut never loses more
+    from nezha.sim import nezha_sched as N
+    pl = FO._planner(4, [0.4e9 / 8] * 2, rph=2)
+    plan = N.plan_of(pl, "allreduce", 64 * MIB)
+    mine = _cut_rail_slices(plan, 0)
+    last = None
+    for at in (0.0, 0.3, 0.7):
+        r = FO.predict(4, [0.4, 0.4], 64 * MIB, 1, 0, at, rph=2, **KW)
+        lost = mine[len(mine) - r["unfinished"]:]
+        assert r["rerun_slices"] == [(1, off, cnt) for _, off, cnt in lost]
+        assert last is None or r["unfinished"] <= last
+        last = r["unfinished"]
+    assert FO.predict(4, [0.4, 0.4], 64 * MIB, 1, 0, 0.0, rph=2, **KW)["unfinished"] == len(mine)
+    with pytest.raises(ValueError, match="ranks_per_host"):
+        FO.predict(4, [0.4, 0.4], 1024, 1, 0, 0.0, rph=2, **KW)
+    # 8 processes share the copy bandwidth 4 had: twice the snapshot
+    assert FO.snapshot_s(64 * MIB, procs=8) == pytest.approx(2 * FO.snapshot_s(64 * MIB))

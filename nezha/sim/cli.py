@@ -225,10 +225,12 @@ def cmd_failover(a):
     rates = [float(x) for x in a.rate.split(",")]
     kw = dict(timeout=a.timeout, vote=a.vote, detect=a.detect, heartbeat=a.heartbeat,
               phase_q=a.phase_q, phase_silence=a.phase_silence, resend=a.resend)
+    if a.ranks_per_host != 1:
+        kw["rph"] = a.ranks_per_host
     if a.file and a.phases:
         rows = FO.phases(a.file, rates, a.hosts, stamp_delay=a.stamp_delay,
                          align=a.align,
-                         snapshot_bps=a.snapshot_rate * 1e9, **kw)
+                         snapshot_bps=a.snapshot_rate and a.snapshot_rate * 1e9, **kw)
         print(f"# {a.file}: each cut's phases, lab (rank 0's events; lab_first_down_ms: the "
               "first rank's, in files that keep every rank's) vs model; ms from the hit "
               "collective's start")
@@ -271,7 +273,7 @@ def cmd_failover(a):
         align = None if a.no_align else a.align
         rows, summ = FO.compare(a.file, rates, a.hosts, align=align,
                                 stamp_delay=a.stamp_delay, near=a.near,
-                                snapshot_bps=a.snapshot_rate * 1e9, **kw)
+                                snapshot_bps=a.snapshot_rate and a.snapshot_rate * 1e9, **kw)
         print(f"# {a.file}: {a.hosts} hosts, rails {a.rate} Gb/s; timeout {a.timeout * 1e3:g} ms, "
               f"vote {a.vote * 1e3:g} ms, cut times {align or 'raw'}")
         if a.cuts:
@@ -451,9 +453,13 @@ def parser():
                          "at --snapshot-rate (snapshot, the default: nothing read from the "
                          "run), after the start cost the run's medians show (start), or by "
                          "share of the two-rail work (share, the model before 2026-11-24)")
-    fo.add_argument("--snapshot-rate", type=float, default=1.76,
+    fo.add_argument("--snapshot-rate", type=float, default=None,
                     help="GB/s a rank copies its in-place input at before a voting "
-                         "collective runs (4 ranks on this 2-core VM: memcpy_limit.txt)")
+                         "collective runs (default: 1.76 with 4 ranks on this 2-core VM, "
+                         "memcpy_limit.txt; the same aggregate shared by more ranks)")
+    fo.add_argument("--ranks-per-host", type=int, default=1,
+                    help="ranks per host of the bench run (striped sizes; the lazy model "
+                         "has one rank per host, so small sizes are left out above 1)")
     fo.add_argument("--cuts", action="store_true", help="print every cut")
     fo.add_argument("--stamp-delay", type=float, default=0.0,
                     help="s from a cut's stamp to the cut, for files stamped before lab.fail "

@@ -83,8 +83,11 @@ VOTE_RESEND_S = 2e-3
 SNAPSHOT_BPS = 1.76e9
 
 
-def snapshot_s(nbytes, rate=SNAPSHOT_BPS):
-    """Seconds every rank copies its in-place input before a voting collective runs."""
+def snapshot_s(nbytes, rate=None, procs=4):
+    """Seconds every rank copies its in-place input before a voting collective runs: at
+    `rate` B/s, or SNAPSHOT_BPS shared by `procs` processes as 4 share it (memcpy_limit:
+    the aggregate stays ~7 GB/s from 1 to 4 processes; 8 are extrapolated)."""
+    rate = rate if rate else SNAPSHOT_BPS * 4 / procs
     return nbytes / rate if nbytes > LAZY_MAX_BYTES else 0.0
 
 
@@ -105,9 +108,9 @@ def vote_table(wl, done, ranks, coll=0):
     return masks
 
 
-def _planner(hosts, rates_Bps, alive=None, piece=1 << 20):
-    host_of = np.arange(hosts)
-    pl = N.make_planner(hosts, host_of, len(rates_Bps), rates_Bps)
+def _planner(hosts, rates_Bps, alive=None, piece=1 << 20, rph=1):
+    host_of = np.repeat(np.arange(hosts), rph)
+    pl = N.make_planner(hosts * rph, host_of, len(rates_Bps), rates_Bps)
     pl.piece_bytes = piece  # the communicator's with failover on: max(MIN_RAIL_PIECE, 1 MiB)
     if alive is not None:
         pl.alive = list(alive)
@@ -115,8 +118,9 @@ def _planner(hosts, rates_Bps, alive=None, piece=1 << 20):
     return pl
 
 
-def _sim(wl, fab, alpha, failures=(), stall_ok=False):
-    return NW.simulate(wl, fab, np.arange(fab.hosts), "rail", 1, alpha, failures, tol=1e-4,
+def _sim(wl, fab, alpha, failures=(), stall_ok=False, rph=1):
+    return NW.simulate(wl, fab, np.repeat(np.arange(fab.hosts), rph), "rail", 1, alpha,
+                       failures, tol=1e-4,
                        stall_ok=stall_ok)
 
 
@@ -130,7 +134,7 @@ def phase_wait(k, heartbeat=HEARTBEAT_S, q=None):
 
 def predict(hosts, rates_gbps, nbytes, cut_host, cut_rail, at, timeout=0.06, vote=VOTE_S,
             alpha=0.0, detect="silence", piece=1 << 20, heartbeat=HEARTBEAT_S, spin=SPIN_S,
-            phase_q=None, phase_silence=True, resend=True, start=0.0, ref_start=None):
+            phase_q=None, phase_silence=True, resend=True, start=0.0, ref_start=None, rph=1):
     """One cut: a dict with the simulated two-rail and one-rail times, when the cut slices
     were detected and re-run, and the extra time over the bench's ideal (seconds). A lazy
     plan (one slice, small) goes to the lazy model: heartbeat, spin and phase_q (None: the
@@ -140,7 +144,8 @@ def predict(hosts, rates_gbps, nbytes, cut_host, cut_rail, at, timeout=0.06, vot
     start to the data moving (snapshot_s; striped plans): `at` is on the bench's clock,
     the cut lands at - start into the data, and took, detected and the ideal's two- and
     one-rail times all carry start (ref_start, when given, for the ideal's: the bench's
-    references are medians over calls whose start varies)."""
+    references are medians over calls whose start varies). rph: ranks per host (striped
+    plans; the lazy model has one)."""
     if resend and cut_rail == 0:
         vote += VOTE_RESEND_S
     R = len(rates_gbps)
@@ -149,28 +154,31 @@ def predict(hosts, rates_gbps, nbytes, cut_host, cut_rail, at, timeout=0.06, vot
     F._need(0 <= cut_host < hosts, "cut_host", cut_host, f"no such host (0..{hosts - 1})")
     F._need(detect in ("silence", "error"), "detect", detect, "silence or error")
     F._need(start >= 0, "start", start, "seconds before the data moves, >= 0")
+    F._need(rph >= 1, "ranks_per_host", rph, "at least 1")
     rates = [g * 1e9 / 8 for g in rates_gbps]
     fab = F.MultiRail(hosts, R, list(rates_gbps), 0.0)
     alive = [c != cut_rail for c in range(R)]
     # the bench's references: two rails, and the surviving rails alone
-    wl2, plan = N.workload("allreduce", nbytes, _planner(hosts, rates, piece=piece))
+    wl2, plan = N.workload("allreduce", nbytes, _planner(hosts, rates, piece=piece, rph=rph))
     if len(plan.slices) == 1 and nbytes <= LAZY_MAX_BYTES:
+        F._need(rph == 1, "ranks_per_host", rph, "the lazy model has one rank per host")
         return _predict_lazy(hosts, rates, fab, wl2, plan, nbytes, cut_host, cut_rail, at,
                              timeout, vote, alpha, detect, piece, heartbeat, spin, phase_q)
-    t2 = _sim(wl2, fab, alpha).time
-    wl1, _ = N.workload("allreduce", nbytes, _planner(hosts, rates, alive, piece))
-    t1 = _sim(wl1, fab, alpha).time
+    host_of = np.repeat(np.arange(hosts), rph)
+    t2 = _sim(wl2, fab, alpha, rph=rph).time
+    wl1, _ = N.workload("allreduce", nbytes, _planner(hosts, rates, alive, piece, rph))
+    t1 = _sim(wl1, fab, alpha, rph=rph).time
     # the hit collective: the rail's links fail at the cut (on the data's clock) and are
     # never rerouted
     at_data = at - start
     cut = max(at_data, 0.0)
     fails = [NW.Failure(cut, fab.up[cut_rail, cut_host]),
              NW.Failure(cut, fab.down[cut_rail, cut_host])]
-    r = _sim(wl2, fab, alpha, fails, stall_ok=True)
+    r = _sim(wl2, fab, alpha, fails, stall_ok=True, rph=rph)
     done = ~np.isnan(r.t_end)
     live_done = float(np.nanmax(r.t_end)) if done.any() else 0.0
     # what the ranks vote unfinished, read by the failover code's own rule
-    table = vote_table(wl2, done, hosts)
+    table = vote_table(wl2, done, hosts * rph)
     unfinished = list(_bits(_voted_slices(table, 0, len(plan.slices), 0, "the hit allreduce")))
     # silence: the same rule as a lazy collective's (nz_rail_silent), from the cut; the
     # first heartbeat phase among the cut host's peers on that rail, and the spin before a
@@ -178,18 +186,19 @@ def predict(hosts, rates_gbps, nbytes, cut_host, cut_rail, at, timeout=0.06, vot
     wait = 0.0
     if detect == "silence" and phase_silence:
         net = wl2.kind == NET
-        mine = net & (wl2.chan == cut_rail) & ((wl2.src == cut_host) | (wl2.dst == cut_host))
+        on = (host_of[wl2.src] == cut_host) | (host_of[wl2.dst] == cut_host)
+        mine = net & (wl2.chan == cut_rail) & on
         k = len(set(wl2.src[mine].tolist()) | set(wl2.dst[mine].tolist()))
         wait = spin + phase_wait(k, heartbeat, phase_q)
     detected = max(at_data + (timeout + wait if detect == "silence" else 0.0), live_done)
     rerun_slices = []
     if len(unfinished):
-        pl = _planner(hosts, rates, alive, piece)
+        pl = _planner(hosts, rates, alive, piece, rph)
         failed = [plan.slices[i] for i in unfinished]
         rerun_slices = pl.resplit(failed, plan.esize)
         rplan = Plan(rerun_slices, plan.algo, None, plan.esize)
         wlr, _ = N.workload("allreduce", nbytes, pl, plan=rplan)
-        rerun = _sim(wlr, fab, alpha).time
+        rerun = _sim(wlr, fab, alpha, rph=rph).time
         end = detected + vote + rerun
     else:  # every slice finished before the cut was noticed: nothing to re-run
         rerun, end = 0.0, max(r.time, live_done)
@@ -279,7 +288,7 @@ def start_offset(hosts, rates_gbps, size, one_rail_lab, two_rail_lab, **kw):
 
 
 def compare(path, rates_gbps=(0.4, 0.4), hosts=4, align="snapshot", stamp_delay=0.0, near=0,
-            snapshot_bps=SNAPSHOT_BPS, **kw):
+            snapshot_bps=None, **kw):
     """Every cut of a bench JSON predicted: rows (one per cut) and a summary per (size,
     mode), extra on the bench's clock. align: how a cut at time t of rank 0's clock is
     placed in the model:
@@ -307,8 +316,11 @@ def compare(path, rates_gbps=(0.4, 0.4), hosts=4, align="snapshot", stamp_delay=
         meas, pred = [], []
         start, end = (start_offset(hosts, rates_gbps, size, v["one_rail"], v["two_rail"], **kw)
                       if align == "start" else (0.0, 0.0))
+        if kw.get("rph", 1) > 1 and size <= LAZY_MAX_BYTES:
+            continue  # the lazy model has one rank per host
         for (at, h, rail, ex), lag, took in zip(v["cuts"], v["lags"], v["took"]):
-            snap = snapshot_s(size, snapshot_bps) if align == "snapshot" else 0.0
+            snap = (snapshot_s(size, snapshot_bps, hosts * kw.get("rph", 1))
+                    if align == "snapshot" else 0.0)
             st = _starts(snap, lag, v["ref_lag"], size) if align == "snapshot" else {}
             p = predict(hosts, list(rates_gbps), size, h, rail, at, **st, **kw)
             lab_at = at
@@ -447,7 +459,7 @@ def bench_cuts(path, stamp_delay=0.0, near=0):
 
 
 def phases(path, rates_gbps=(0.4, 0.4), hosts=4, stamp_delay=0.0, align="snapshot",
-           snapshot_bps=SNAPSHOT_BPS, **kw):
+           snapshot_bps=None, **kw):
     """Every cut split into the phases the bench's events show (rank 0's 'down' event:
     when the rail was declared dead, and when the re-run was done), next to the model's:
     rows of {nbytes, mode, at_ms, lab_down_ms, sim_down_ms, lab_rerun_ms, sim_rerun_ms}.
@@ -478,7 +490,10 @@ def phases(path, rates_gbps=(0.4, 0.4), hosts=4, stamp_delay=0.0, align="snapsho
                 continue
             t0 = rows[span[1]][0]  # the stalled collective's start
             at, h, rail, _ = next(c for c in v["cuts"] if abs(c[0] - (tf - t0)) < 1e-9)
-            snap = snapshot_s(row["size"], snapshot_bps) if align == "snapshot" else 0.0
+            if kw.get("rph", 1) > 1 and row["size"] <= LAZY_MAX_BYTES:
+                continue  # the lazy model has one rank per host
+            snap = (snapshot_s(row["size"], snapshot_bps, hosts * kw.get("rph", 1))
+                    if align == "snapshot" else 0.0)
             k = next(i for i, c in enumerate(v["cuts"]) if abs(c[0] - (tf - t0)) < 1e-9)
             st = (_starts(snap, v["lags"][k], v["ref_lag"], row["size"])
                   if align == "snapshot" else {})
