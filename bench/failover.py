@@ -78,10 +78,16 @@ def worker(args):
     # resends: what `nezha sim failover` models per rank, where rank 0 alone showed a third
     rank_events = comm._boot.allgather(dict(events=st["events"],
                                             vote_resends=st.get("vote_resends")))
+    # every rank's call times (one clock: the lab's ranks share a machine): when the last
+    # rank entered each collective, so `nezha sim failover` knows when each hit one's data
+    # started to move (failstats.entry_lags); striped sizes only (a few thousand calls)
+    from nezha.failover import LAZY_MAX_BYTES
+    starts = comm._boot.allgather([r[0] for r in rows] if args.size > LAZY_MAX_BYTES
+                                  else None)
     if comm.rank == 0:
         with open(args.out, "w") as f:
             json.dump(dict(rows=rows, wrong=total_wrong, events=st["events"],
-                           ranks=rank_events), f)
+                           ranks=rank_events, rank_starts=starts), f)
     comm.close()
 
 
@@ -243,7 +249,8 @@ def main():
                 row["mode"] = mode
                 row["events"] = data["events"]
                 row["ranks"] = data.get("ranks")  # per rank: events, vote_resends
-                row["raw"] = dict(rows=data["rows"], failures=failures, fail_called=called)
+                row["raw"] = dict(rows=data["rows"], failures=failures, fail_called=called,
+                                  rank_starts=data.get("rank_starts"))
                 results.append(row)
                 print(json.dumps({k: v for k, v in row.items()
                                   if k not in ("events", "raw", "ranks")}),

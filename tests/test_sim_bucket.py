@@ -195,3 +195,53 @@ def test_lab_replay_is_within_10_percent_on_every_row(name):
     for nb in sizes:
         pred = float(np.median([run[nb] for run in rep[True]]))
         assert abs(pred / meas[nb] - 1) < 0.10, (nb, pred, meas[nb])
+
+
+def test_burst_saving_follows_the_tokens_earned_between_calls():
+    from nezha.lab import shaping
+    from nezha.sim import calibrate as C
+    from nezha.sim.bucket import LAB_PEAK_BPS
+    bps, n = 400e6, 4
+    rate = bps / 8 * shaping.goodput_ceiling(9000)
+    peak = LAB_PEAK_BPS / 8
+    gain = 1 / rate - 1 / peak
+    assert C.burst_saving(1 << 20, n, bps, 0.0) == 0.0           # no gap, no tokens
+    gap = 1e-4                                                    # 5 KB earned
+    b0 = rate * gap
+    big = C.burst_saving(1 << 20, n, bps, gap)
+    assert big == pytest.approx(b0 * peak / (peak - rate) * gain)
+    small = C.burst_saving(1000, n, bps, gap)                     # the call is smaller
+    assert small == pytest.approx(2 * 3 / 4 * 1000 * gain)
+    # a long idle: the bucket holds tbf's burst, no more
+    full = C.burst_saving(64 << 20, n, bps, 10.0)
+    assert full == pytest.approx(shaping.burst_bytes(bps) * peak / (peak - rate) * gain)
+
+
+def test_burst_aware_calibration_recovers_the_wire(tmp_path):
+    # times made by the model: alpha per step, the rail's goodput, minus what the tokens
+    # earned in the barrier (the <= 1 KiB latency) saved; the plain fit reads the burst
+    # as a smaller alpha, the burst-aware one gets the wire back
+    import gzip
+    import json
+
+    from nezha.lab import shaping
+    from nezha.sim import calibrate as C
+    n, bps, alpha, lat = 4, 400e6, 30e-6, 3e-4
+    rate = bps / 8 * shaping.goodput_ceiling(9000)
+    rows = [{"nbytes": 1024, "avg_us": lat * 1e6}]
+    for k in range(11):
+        nb = (64 << 10) << k
+        t = 2 * (n - 1) * alpha + 2 * (n - 1) / n * nb / rate - C.burst_saving(nb, n, bps, lat)
+        rows.append({"nbytes": nb, "avg_us": t * 1e6})
+    doc = {"lab": {"hosts": n, "rates_bps": [bps], "mtu": 9000},
+           "systems": {"nezha-rail0": {"backend": "nezha", "rails": ["rail0"]}},
+           "summary": {"allreduce": {"nezha-rail0": rows}}}
+    path = str(tmp_path / "c.json.gz")
+    with gzip.open(path, "wt") as f:
+        json.dump(doc, f)
+    aware = C.calibrate([path], burst=True)["rails"]["rail0@400Mbit"]
+    plain = C.calibrate([path])["rails"]["rail0@400Mbit"]
+    assert aware["alpha_s"] == pytest.approx(alpha, rel=1e-6)
+    assert aware["rate_Bps"] == pytest.approx(rate, rel=1e-6)
+    assert aware["burst_gap_s"] == pytest.approx(lat)
+    assert plain["alpha_s"] < 0.9 * alpha

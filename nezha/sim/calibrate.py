@@ -15,6 +15,22 @@ import numpy as np
 SMALL = 64 << 10  # nezha's default NEZHA_SMALL_MSG_THRESHOLD: below it, recursive doubling
 
 
+def burst_saving(nbytes, hosts, bps, gap_s, mtu=9000):
+    """Seconds a ring allreduce of nbytes gains on one tbf-shaped link from the tokens the
+    link earned in gap_s before the call: a bucket holding B0 = min(burst, rate x gap)
+    sends at the peak while it drains at (peak - rate), so B0 x peak / (peak - rate) of the
+    link's 2(n-1)/n x nbytes go at the peak instead of the rate."""
+    from nezha.lab import shaping
+    from nezha.sim.bucket import LAB_PEAK_BPS
+    rate = bps / 8 * shaping.goodput_ceiling(mtu)
+    peak = LAB_PEAK_BPS / 8
+    if peak <= rate:
+        return 0.0
+    b0 = min(shaping.burst_bytes(bps, mtu), rate * max(gap_s, 0.0))
+    fast = min(2 * (hosts - 1) / hosts * nbytes, b0 * peak / (peak - rate))
+    return fast * (1 / rate - 1 / peak)
+
+
 def _load(path):
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt") as f:
@@ -30,9 +46,10 @@ def fit_line(nbytes, seconds):
     return float(a), float(b)
 
 
-def calibrate(paths, coll="allreduce"):
+def calibrate(paths, coll="allreduce", burst=False):
     """A dict: per rail {alpha_s, rate_Bps (delivered), nominal_Bps, cpu_cost_per_byte},
-    the overall cpu_cost_per_byte (median over rails) and where it came from."""
+    the overall cpu_cost_per_byte (median over rails) and where it came from. burst: fit
+    the times the rails would have taken without tbf's bucket (module docstring)."""
     rails, sources = {}, []
     for path in paths:
         doc = _load(path)
@@ -51,9 +68,15 @@ def calibrate(paths, coll="allreduce"):
             pts = [(r["nbytes"], r["avg_us"] * 1e-6) for r in rows if r["nbytes"] >= SMALL]
             if len(pts) < 2:
                 continue
+            idx = int(rl[0].replace("rail", "")) if rl[0].startswith("rail") else 0
+            gap = 0.0
+            if burst and idx < len(rates):
+                small = [r["avg_us"] * 1e-6 for r in rows if 0 < r["nbytes"] <= 1024]
+                gap = float(np.median(small)) if small else 0.0
+                mtu = lab.get("mtu") or 9000
+                pts = [(nb, t + burst_saving(nb, n, rates[idx], gap, mtu)) for nb, t in pts]
             nb, t = zip(*pts)
             a, b = fit_line(nb, t)
-            idx = int(rl[0].replace("rail", "")) if rl[0].startswith("rail") else 0
             nominal = rates[idx] / 8.0 if idx < len(rates) else None
             steps, wire = 2 * (n - 1), 2 * (n - 1) / n
             rate = wire / b if b > 0 else None
@@ -61,12 +84,14 @@ def calibrate(paths, coll="allreduce"):
             key = f"{rl[0]}@{rates[idx] / 1e6:g}Mbit" if nominal else rl[0]
             rails[key] = {"rail": rl[0], "hosts": n, "alpha_s": max(a / steps, 0.0),
                           "rate_Bps": rate, "nominal_Bps": nominal,
-                          "cpu_cost_per_byte": cpu, "points": len(pts), "file": path}
+                          "cpu_cost_per_byte": cpu, "points": len(pts), "file": path,
+                          "burst_gap_s": gap}
     if not rails:
         raise ValueError("no single-rail nezha allreduce rows found in "
                          + ", ".join(paths))
     cpu = float(np.median([r["cpu_cost_per_byte"] for r in rails.values()]))
-    return {"rails": rails, "cpu_cost_per_byte": cpu, "collective": coll, "files": sources}
+    return {"rails": rails, "cpu_cost_per_byte": cpu, "collective": coll, "files": sources,
+            "burst_aware": bool(burst)}
 
 
 def alpha_of(cal, nominal_Bps):

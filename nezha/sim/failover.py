@@ -19,6 +19,24 @@ after the collective started (negative: before it started):
 extra = (re-run end) - ideal, ideal = two-rail time until the cut plus the rest at the
 one-rail speed (the bench's definition, from the simulated two- and one-rail times).
 
+What is re-sent, by the engine's rules (nezha/failover.py, Failover.agree): every rank
+votes the slices with an op of its own not complete (a send counts once written into its
+socket, a receive once every byte is in); the ranks OR the votes (_unfinished_at), so a
+slice is re-run, whole, when some transfer of it was not delivered. Ops on an endpoint run
+in post order (nezha_engine.h), so past the slice in flight a sender can only have written
+the next slice's first bytes into its socket: never finished, so never an extra slice
+beyond those not delivered at the cut. The re-run is planner.resplit of those slices over
+the live channels (1 MiB pieces: the same offsets, on the surviving rail) through the
+communicator's engine, once every rank has finished its live slices and voted again
+(a rank still moving votes VOTE_RUNNING and all resume first). vote_table() builds each
+rank's vote from the flow model and the failover code reads it.
+
+When the data starts (start=): the bench times comm.allreduce on rank 0, and before a
+striped collective with failover moves a byte every rank copies its in-place input for
+the re-run (executor._execute: np.copyto(snap, src)). So a cut at t on the bench's clock
+lands t - start into the data, and the hit collective and the bench's references all carry
+start (snapshot_s: nbytes at the copy rate of 4 ranks on this machine's 2 cores).
+
 A small collective placed whole on one channel is lazy (nezha/failover.py, lazy_ok): no vote
 closes it, so nothing but silence tells a rank the rail is gone (predict_lazy):
 1. The collective the cut lands in, or the next one, stalls: its ops on the dead rail wait.
@@ -36,7 +54,7 @@ closes it, so nothing but silence tells a rank the rail is gone (predict_lazy):
 """
 import numpy as np
 
-from nezha.failover import LAZY_MAX_BYTES
+from nezha.failover import LAZY_MAX_BYTES, _bits, _voted_slices
 from nezha.planner import Plan
 from nezha.sim import fabric as F
 from nezha.sim import failstats as FS
@@ -58,11 +76,41 @@ SPIN_S = 200e-6      # NEZHA_SPIN_US's default
 # rail after NZ_VOTE_RESEND_NS (include/nezha/nezha_engine.h). Since 07ae496 (session 14's
 # "cheaper vote"); before it every rail carried a copy (resend=False).
 VOTE_RESEND_S = 2e-3
+# The failover snapshot of an in-place input (executor._execute: np.copyto into a spare
+# buffer, every rank at once): per-process copy rate with 4 processes on this 2-core VM,
+# 64 MiB (docs/results/session15/memcpy_limit.txt: 1.76 GB/s; 1 process: 7.22). 38 ms
+# for 64 MiB, before the data moves.
+SNAPSHOT_BPS = 1.76e9
 
 
-def _planner(hosts, rates_Bps, alive=None, piece=1 << 20):
-    host_of = np.arange(hosts)
-    pl = N.make_planner(hosts, host_of, len(rates_Bps), rates_Bps)
+def snapshot_s(nbytes, rate=None, procs=4):
+    """Seconds every rank copies its in-place input before a voting collective runs: at
+    `rate` B/s, or SNAPSHOT_BPS shared by `procs` processes as 4 share it (memcpy_limit:
+    the aggregate stays ~7 GB/s from 1 to 4 processes; 8 are extrapolated)."""
+    rate = rate if rate else SNAPSHOT_BPS * 4 / procs
+    return nbytes / rate if nbytes > LAZY_MAX_BYTES else 0.0
+
+
+def vote_table(wl, done, ranks, coll=0):
+    """Every rank's vote after a cut, as Failover.agree makes it: (collective, mask of the
+    slices with an op of its own not complete, flags). A rank's ops are its sends, its
+    receives and its reductions (the transfers it is src or dst of); a task not done (the
+    flow model: not delivered) leaves the op incomplete on the receiver, so the OR over
+    ranks is every slice with an undelivered transfer."""
+    bad = ~done
+    masks = []
+    for r in range(ranks):
+        mine = bad & ((wl.src == r) | (wl.dst == r))
+        m = 0
+        for i in np.unique(wl.task_slice[mine]).tolist():
+            m |= 1 << int(i)
+        masks.append((coll, m, 0))
+    return masks
+
+
+def _planner(hosts, rates_Bps, alive=None, piece=1 << 20, rph=1):
+    host_of = np.repeat(np.arange(hosts), rph)
+    pl = N.make_planner(hosts * rph, host_of, len(rates_Bps), rates_Bps)
     pl.piece_bytes = piece  # the communicator's with failover on: max(MIN_RAIL_PIECE, 1 MiB)
     if alive is not None:
         pl.alive = list(alive)
@@ -70,8 +118,9 @@ def _planner(hosts, rates_Bps, alive=None, piece=1 << 20):
     return pl
 
 
-def _sim(wl, fab, alpha, failures=(), stall_ok=False):
-    return NW.simulate(wl, fab, np.arange(fab.hosts), "rail", 1, alpha, failures, tol=1e-4,
+def _sim(wl, fab, alpha, failures=(), stall_ok=False, rph=1):
+    return NW.simulate(wl, fab, np.repeat(np.arange(fab.hosts), rph), "rail", 1, alpha,
+                       failures, tol=1e-4,
                        stall_ok=stall_ok)
 
 
@@ -85,13 +134,18 @@ def phase_wait(k, heartbeat=HEARTBEAT_S, q=None):
 
 def predict(hosts, rates_gbps, nbytes, cut_host, cut_rail, at, timeout=0.06, vote=VOTE_S,
             alpha=0.0, detect="silence", piece=1 << 20, heartbeat=HEARTBEAT_S, spin=SPIN_S,
-            phase_q=None, phase_silence=True, resend=True):
+            phase_q=None, phase_silence=True, resend=True, start=0.0, ref_start=None, rph=1):
     """One cut: a dict with the simulated two-rail and one-rail times, when the cut slices
     were detected and re-run, and the extra time over the bench's ideal (seconds). A lazy
     plan (one slice, small) goes to the lazy model: heartbeat, spin and phase_q (None: the
     mean phase wait; q: that quantile) are its parameters; striped plans ignore them.
     resend: the vote waits VOTE_RESEND_S more when the cut rail is rail 0 (the code since
-    the one-copy vote; False for runs before it)."""
+    the one-copy vote; False for runs before it). start: seconds from the bench's clock
+    start to the data moving (snapshot_s; striped plans): `at` is on the bench's clock,
+    the cut lands at - start into the data, and took, detected and the ideal's two- and
+    one-rail times all carry start (ref_start, when given, for the ideal's: the bench's
+    references are medians over calls whose start varies). rph: ranks per host (striped
+    plans; the lazy model has one)."""
     if resend and cut_rail == 0:
         vote += VOTE_RESEND_S
     R = len(rates_gbps)
@@ -99,51 +153,68 @@ def predict(hosts, rates_gbps, nbytes, cut_host, cut_rail, at, timeout=0.06, vot
     F._need(0 <= cut_rail < R, "cut_rail", cut_rail, f"no such rail (0..{R - 1})")
     F._need(0 <= cut_host < hosts, "cut_host", cut_host, f"no such host (0..{hosts - 1})")
     F._need(detect in ("silence", "error"), "detect", detect, "silence or error")
+    F._need(start >= 0, "start", start, "seconds before the data moves, >= 0")
+    F._need(rph >= 1, "ranks_per_host", rph, "at least 1")
     rates = [g * 1e9 / 8 for g in rates_gbps]
     fab = F.MultiRail(hosts, R, list(rates_gbps), 0.0)
     alive = [c != cut_rail for c in range(R)]
     # the bench's references: two rails, and the surviving rails alone
-    wl2, plan = N.workload("allreduce", nbytes, _planner(hosts, rates, piece=piece))
+    wl2, plan = N.workload("allreduce", nbytes, _planner(hosts, rates, piece=piece, rph=rph))
     if len(plan.slices) == 1 and nbytes <= LAZY_MAX_BYTES:
+        F._need(rph == 1, "ranks_per_host", rph, "the lazy model has one rank per host")
         return _predict_lazy(hosts, rates, fab, wl2, plan, nbytes, cut_host, cut_rail, at,
                              timeout, vote, alpha, detect, piece, heartbeat, spin, phase_q)
-    t2 = _sim(wl2, fab, alpha).time
-    wl1, _ = N.workload("allreduce", nbytes, _planner(hosts, rates, alive, piece))
-    t1 = _sim(wl1, fab, alpha).time
-    # the hit collective: the rail's links fail at the cut and are never rerouted
-    cut = max(at, 0.0)
+    host_of = np.repeat(np.arange(hosts), rph)
+    t2 = _sim(wl2, fab, alpha, rph=rph).time
+    wl1, _ = N.workload("allreduce", nbytes, _planner(hosts, rates, alive, piece, rph))
+    t1 = _sim(wl1, fab, alpha, rph=rph).time
+    # the hit collective: the rail's links fail at the cut (on the data's clock) and are
+    # never rerouted
+    at_data = at - start
+    cut = max(at_data, 0.0)
     fails = [NW.Failure(cut, fab.up[cut_rail, cut_host]),
              NW.Failure(cut, fab.down[cut_rail, cut_host])]
-    r = _sim(wl2, fab, alpha, fails, stall_ok=True)
+    r = _sim(wl2, fab, alpha, fails, stall_ok=True, rph=rph)
     done = ~np.isnan(r.t_end)
     live_done = float(np.nanmax(r.t_end)) if done.any() else 0.0
-    unfinished = np.unique(wl2.task_slice[~done])
+    # what the ranks vote unfinished, read by the failover code's own rule
+    table = vote_table(wl2, done, hosts * rph)
+    unfinished = list(_bits(_voted_slices(table, 0, len(plan.slices), 0, "the hit allreduce")))
     # silence: the same rule as a lazy collective's (nz_rail_silent), from the cut; the
     # first heartbeat phase among the cut host's peers on that rail, and the spin before a
     # rank looks (phase_silence=False: the timeout alone, as the model had it before)
     wait = 0.0
     if detect == "silence" and phase_silence:
         net = wl2.kind == NET
-        mine = net & (wl2.chan == cut_rail) & ((wl2.src == cut_host) | (wl2.dst == cut_host))
+        on = (host_of[wl2.src] == cut_host) | (host_of[wl2.dst] == cut_host)
+        mine = net & (wl2.chan == cut_rail) & on
         k = len(set(wl2.src[mine].tolist()) | set(wl2.dst[mine].tolist()))
         wait = spin + phase_wait(k, heartbeat, phase_q)
-    detected = max(at + (timeout + wait if detect == "silence" else 0.0), live_done)
+    detected = max(at_data + (timeout + wait if detect == "silence" else 0.0), live_done)
+    rerun_slices = []
     if len(unfinished):
-        pl = _planner(hosts, rates, alive, piece)
+        pl = _planner(hosts, rates, alive, piece, rph)
         failed = [plan.slices[i] for i in unfinished]
-        rplan = Plan(pl.resplit(failed, plan.esize), plan.algo, None, plan.esize)
+        rerun_slices = pl.resplit(failed, plan.esize)
+        rplan = Plan(rerun_slices, plan.algo, None, plan.esize)
         wlr, _ = N.workload("allreduce", nbytes, pl, plan=rplan)
-        rerun = _sim(wlr, fab, alpha).time
+        rerun = _sim(wlr, fab, alpha, rph=rph).time
         end = detected + vote + rerun
     else:  # every slice finished before the cut was noticed: nothing to re-run
         rerun, end = 0.0, max(r.time, live_done)
-    before = min(cut, t2)
-    ideal = before + (1 - before / t2) * t1 if t2 else t1
+    # on the bench's clock: every collective starts `start` before its data moves
+    ref = start if ref_start is None else ref_start
+    T2, T1 = ref + t2, ref + t1
+    before = min(max(at, 0.0), T2)
+    ideal = before + (1 - before / T2) * T1 if T2 else T1
     return {"nbytes": nbytes, "at_ms": at * 1e3, "cut_host": cut_host, "cut_rail": cut_rail,
             "two_rail_ms": t2 * 1e3, "one_rail_ms": t1 * 1e3, "slices": len(plan.slices),
-            "unfinished": len(unfinished), "live_done_ms": live_done * 1e3,
-            "detected_ms": detected * 1e3, "rerun_ms": rerun * 1e3, "took_ms": end * 1e3,
-            "ideal_ms": ideal * 1e3, "extra_ms": (end - ideal) * 1e3}
+            "unfinished": len(unfinished), "live_done_ms": (start + live_done) * 1e3,
+            "detected_ms": (start + detected) * 1e3, "rerun_ms": rerun * 1e3,
+            "took_ms": (start + end) * 1e3, "ideal_ms": ideal * 1e3,
+            "extra_ms": (start + end - ideal) * 1e3, "start_ms": start * 1e3,
+            "rerun_slices": rerun_slices,
+            "rerun_bytes": sum(c for _, _, c in rerun_slices) * plan.esize}
 
 
 def _predict_lazy(hosts, rates, fab, wl, plan, nbytes, cut_host, cut_rail, at, timeout,
@@ -216,11 +287,19 @@ def start_offset(hosts, rates_gbps, size, one_rail_lab, two_rail_lab, **kw):
     return start, max(two_rail_lab - start - p["two_rail_ms"] / 1e3, 0.0)
 
 
-def compare(path, rates_gbps=(0.4, 0.4), hosts=4, align="share", stamp_delay=0.0, near=0,
-            **kw):
+def compare(path, rates_gbps=(0.4, 0.4), hosts=4, align="snapshot", stamp_delay=0.0, near=0,
+            snapshot_bps=None, **kw):
     """Every cut of a bench JSON predicted: rows (one per cut) and a summary per (size,
     mode), extra on the bench's clock. align: how a cut at time t of rank 0's clock is
     placed in the model:
+      "snapshot": at t - start into the data, start = snapshot_s(size) (the failover
+               layer's copy of the in-place input comes first) plus, in files with every
+               rank's call times, the hit collective's entry lag (the last rank in); the
+               hit collective's time is the model's plus start plus `end` (what the run's
+               two-rail median has beyond the snapshot, the median lag and the model's
+               time), and its extra is taken against the bench's own ideal: what is
+               predicted is the hit collective, from the code's order, the machine's copy
+               rate and the run's unhit collectives, never from the cuts;
       "start": at t - start (start_offset: the data moves `start` after rank 0's clock
                starts); the hit collective then ends at start + the model's end;
       "share": at t * T2_sim / T2_lab, the same share of the two-rail work;
@@ -237,9 +316,25 @@ def compare(path, rates_gbps=(0.4, 0.4), hosts=4, align="share", stamp_delay=0.0
         meas, pred = [], []
         start, end = (start_offset(hosts, rates_gbps, size, v["one_rail"], v["two_rail"], **kw)
                       if align == "start" else (0.0, 0.0))
-        for at, h, rail, ex in v["cuts"]:
-            p = predict(hosts, list(rates_gbps), size, h, rail, at, **kw)
+        if kw.get("rph", 1) > 1 and size <= LAZY_MAX_BYTES:
+            continue  # the lazy model has one rank per host
+        for (at, h, rail, ex), lag, took in zip(v["cuts"], v["lags"], v["took"]):
+            snap = (snapshot_s(size, snapshot_bps, hosts * kw.get("rph", 1))
+                    if align == "snapshot" else 0.0)
+            st = _starts(snap, lag, v["ref_lag"], size) if align == "snapshot" else {}
+            p = predict(hosts, list(rates_gbps), size, h, rail, at, **st, **kw)
             lab_at = at
+            if align == "snapshot" and not p.get("lazy"):
+                # the bench's extra: the model's hit collective (on the bench's clock)
+                # against the bench's own ideal, from its reference medians, which carry
+                # what the model's references lack (the closing vote, the return, a rate a
+                # little below the model's: 57 ms on 64 MiB two-rail medians against the
+                # snapshot's 38). The model's own ideal: extra_sim_ideal_ms
+                before = min(max(lab_at, 0.0), v["two_rail"])
+                ideal = before + (1 - before / v["two_rail"]) * v["one_rail"]
+                p["extra_sim_ideal_ms"] = p["extra_ms"]
+                p["extra_ms"] = p["took_ms"] - ideal * 1e3
+            p["measured_took_ms"] = took * 1e3
             if align == "share" and at > 0:
                 at = at * p["two_rail_ms"] / 1e3 / v["two_rail"]
                 p = predict(hosts, list(rates_gbps), size, h, rail, at, **kw)
@@ -258,6 +353,10 @@ def compare(path, rates_gbps=(0.4, 0.4), hosts=4, align="share", stamp_delay=0.0
         q = sp.get((size, mode))
         m, pr = statistics.median(meas), statistics.median(pred)
         ver = FS.verdict(meas, pred)
+        mine = rows[-len(meas):] if meas else []
+        # the hit collective's own time, lab vs model: what the model predicts per cut,
+        # without the bench's reference medians
+        tv = FS.verdict([r["measured_took_ms"] for r in mine], [r["took_ms"] for r in mine])
         lab = FS.summary(meas)
         summary.append({"nbytes": size, "mode": mode, "cuts": len(meas),
                         "measured_ms": m, "predicted_ms": pr,
@@ -266,7 +365,9 @@ def compare(path, rates_gbps=(0.4, 0.4), hosts=4, align="share", stamp_delay=0.0
                         "predicted_mean_ms": statistics.mean(pred),
                         "lab_two_rail_ms": v["two_rail"] * 1e3,
                         "sim_two_rail_ms": rows[-1]["two_rail_ms"],
-                        "start_ms": start * 1e3, "end_ms": end * 1e3,
+                        "start_ms": (start * 1e3 if align == "start"
+                                     else rows[-1].get("start_ms", 0.0)),
+                        "end_ms": end * 1e3,
                         "lab_one_rail_iqr_ms": (q[2] - q[0]) * 1e3 if q is not None else 0.0,
                         "lab_noise_ms": v["noise"] * 1e3,
                         "measured_ci95_ms": lab.get("ci95", float("nan")),
@@ -274,8 +375,35 @@ def compare(path, rates_gbps=(0.4, 0.4), hosts=4, align="share", stamp_delay=0.0
                         "diff_ms": ver.get("mean", float("nan")),
                         "diff_ci95_ms": ver.get("ci95", float("nan")),
                         "verdict": ver["verdict"],
+                        # cuts the paired verdict needs at this run's spread of lab - model
+                        "cuts_paired_10pct": _paired_need(ver, pred),
+                        "took_lab_mean_ms": statistics.mean(r["measured_took_ms"] for r in mine),
+                        "took_sim_mean_ms": statistics.mean(r["took_ms"] for r in mine),
+                        "took_diff_ms": tv.get("mean", float("nan")),
+                        "took_diff_ci95_ms": tv.get("ci95", float("nan")),
+                        "took_error_pct": tv.get("error_pct", float("nan")),
+                        "took_verdict": tv["verdict"],
+                        "predicted_sim_ideal_mean_ms": statistics.mean(
+                            r.get("extra_sim_ideal_ms", r["extra_ms"]) for r in mine),
                         "cuts_for_10pct": lab.get("cuts_needed", float("nan"))})
     return rows, summary
+
+
+def _paired_need(ver, pred, rel=0.10):
+    """Cuts for the 95 % interval of lab - model to shrink to rel x the model's mean."""
+    import math
+    sd, m = ver.get("sd", float("nan")), abs(sum(pred) / len(pred)) if pred else 0.0
+    if not m or not sd == sd:
+        return float("nan")
+    return math.ceil((1.96 * sd / (rel * m)) ** 2)
+
+
+def _starts(snap, lag, ref_lag, size):
+    """predict's start and ref_start for a cut: the snapshot, plus, where the file has every
+    rank's call times, the hit collective's entry lag (its references: the median lag)."""
+    if size <= LAZY_MAX_BYTES or lag is None or ref_lag is None:
+        return {"start": snap}
+    return {"start": snap + lag, "ref_start": snap + ref_lag}
 
 
 def stamps(row, stamp_delay=0.0):
@@ -293,7 +421,9 @@ def bench_cuts(path, stamp_delay=0.0, near=0):
     """The cuts of a bench/failover.py JSON: per (size, mode), [(at seconds, host, rail,
     measured extra seconds)] recomputed as the bench does (failstats.cut_extra), from its
     raw rows, with the cut at stamps(). near: the bench's ideal from the K collectives
-    around each cut instead of the run's medians (failstats.references)."""
+    around each cut instead of the run's medians (failstats.references). lags: per cut,
+    the hit collective's entry lag (failstats.entry_lags; None in files without every
+    rank's call times), ref_lag: its median over the two-rail calls."""
     import gzip
     import json
     import statistics
@@ -308,7 +438,8 @@ def bench_cuts(path, stamp_delay=0.0, near=0):
         med1 = statistics.median([d for (_, _, a), d in zip(rows, dur) if a != 3])
         heals = [th for _, th in row["raw"]["failures"]]
         lazy = row["size"] <= LAZY_MAX_BYTES
-        cuts = []
+        lag = FS.entry_lags(row["raw"].get("rank_starts"))
+        cuts, lags, took = [], [], []
         for k, ((tf, _), th) in enumerate(zip(stamps(row, stamp_delay), heals)):
             c = FS.cut_extra(rows, tf, th, near, lazy)
             if c is None:
@@ -316,19 +447,28 @@ def bench_cuts(path, stamp_delay=0.0, near=0):
             # the bench's rotation: host 1 + k % 3; rail 0 for small sizes, else alternating
             rail = 0 if (row["size"] < (1 << 20) or k % 2 == 0) else 1
             cuts.append((c["at"], 1 + k % 3, rail, c["extra"]))
+            lags.append(lag[c["s"]] if lag and c["s"] < len(lag) else None)
+            took.append(c["took"])
+        # the bench's references carry the typical lag: its median over two-rail calls
+        ref = (statistics.median(x for x, (_, _, a) in zip(lag, rows) if a == FS.BOTH)
+               if lag else None)
         out[(row["size"], row["mode"])] = dict(cuts=cuts, two_rail=med2, one_rail=med1,
-                                               noise=FS.noise(rows))
+                                               noise=FS.noise(rows), lags=lags, ref_lag=ref,
+                                               took=took)
     return out
 
 
-def phases(path, rates_gbps=(0.4, 0.4), hosts=4, stamp_delay=0.0, **kw):
+def phases(path, rates_gbps=(0.4, 0.4), hosts=4, stamp_delay=0.0, align="snapshot",
+           snapshot_bps=None, **kw):
     """Every cut split into the phases the bench's events show (rank 0's 'down' event:
     when the rail was declared dead, and when the re-run was done), next to the model's:
     rows of {nbytes, mode, at_ms, lab_down_ms, sim_down_ms, lab_rerun_ms, sim_rerun_ms}.
     Times from the hit collective's start, lab ms; the model's cut placed by share of the
     two-rail work (as compare(align="share")) and its detection scaled back the same way (a
     two-rail phase). sim_rerun_ms is the vote plus the re-run, as the lab's time from
-    'down' to 'rerun done' is; a one-rail phase, in the model's own ms."""
+    'down' to 'rerun done' is; a one-rail phase, in the model's own ms. align="snapshot"
+    (the default): the cut placed after the snapshot copy instead (compare), no scaling;
+    "share": as described."""
     import gzip
     import json
     op = gzip.open if str(path).endswith(".gz") else open
@@ -350,9 +490,16 @@ def phases(path, rates_gbps=(0.4, 0.4), hosts=4, stamp_delay=0.0, **kw):
                 continue
             t0 = rows[span[1]][0]  # the stalled collective's start
             at, h, rail, _ = next(c for c in v["cuts"] if abs(c[0] - (tf - t0)) < 1e-9)
-            p = predict(hosts, list(rates_gbps), row["size"], h, rail, at, **kw)
+            if kw.get("rph", 1) > 1 and row["size"] <= LAZY_MAX_BYTES:
+                continue  # the lazy model has one rank per host
+            snap = (snapshot_s(row["size"], snapshot_bps, hosts * kw.get("rph", 1))
+                    if align == "snapshot" else 0.0)
+            k = next(i for i, c in enumerate(v["cuts"]) if abs(c[0] - (tf - t0)) < 1e-9)
+            st = (_starts(snap, v["lags"][k], v["ref_lag"], row["size"])
+                  if align == "snapshot" else {})
+            p = predict(hosts, list(rates_gbps), row["size"], h, rail, at, **st, **kw)
             s = v["two_rail"] / (p["two_rail_ms"] / 1e3)  # lab s per sim s
-            if p.get("lazy"):  # a lazy collective's detection is timeout-bound: not scaled
+            if p.get("lazy") or align == "snapshot":  # lazy: timeout-bound; not scaled
                 s = 1.0
             elif at > 0:
                 p = predict(hosts, list(rates_gbps), row["size"], h, rail, at / s, **kw)
@@ -370,5 +517,16 @@ def phases(path, rates_gbps=(0.4, 0.4), hosts=4, stamp_delay=0.0, **kw):
                         "unfinished": p["unfinished"],
                         # the lab's lost slices (files since 2026-11-24): an exact count per
                         # cut, which the collectives' noise does not touch
-                        "lab_slices": ev.get("rerun_slices")})
+                        "lab_slices": ev.get("rerun_slices"),
+                        # older files: the re-run's time over the lab's one-rail time per
+                        # piece (its one-rail median over its pieces; s15's exact counts
+                        # agree with this in 8 of 8 cuts)
+                        "lab_slices_est": _pieces(ev, v["one_rail"], row["size"])})
     return out
+
+
+def _pieces(ev, one_rail, nbytes, piece=1 << 20):
+    """Pieces a lab re-run moved, from its time: rerun time / (one-rail time per piece)."""
+    if not ev.get("rerun_done_s") or nbytes < 2 * piece:  # 1 MiB: half a slice per rail
+        return ev.get("rerun_slices")
+    return int(round((ev["rerun_done_s"] - ev["time"]) / (one_rail / (nbytes // piece))))

@@ -111,3 +111,14 @@ def verdict(lab, model, rel=0.10):
          "outside" if hi < -bound or lo > bound else "unresolved")
     return dict(s, verdict=v, bound=bound, error_pct=100 * s["mean"] / statistics.fmean(model)
                 if statistics.fmean(model) else float("nan"))
+
+
+def entry_lags(rank_starts):
+    """Per collective: seconds from rank 0 entering it to the last rank entering it (every
+    rank's clock is the same machine's), from bench/failover.py's raw.rank_starts (one list
+    of call times per rank, files since 2026-11-24), or None. Data cannot move before the
+    last rank is in: the part of a collective's start that varies from call to call."""
+    if not rank_starts or any(r is None for r in rank_starts):
+        return None
+    n = min(len(r) for r in rank_starts)
+    return [max(r[i] for r in rank_starts) - rank_starts[0][i] for i in range(n)]
