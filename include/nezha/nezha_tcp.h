@@ -15,6 +15,8 @@
 #include <netinet/tcp.h>
 #include <stdint.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -193,9 +195,24 @@ static int64_t nz_tcp_rx_age_ns(void *ctx) {
     return (int64_t)ti.tcpi_last_ack_recv * 1000000LL;
 }
 
+/* The transport's tx_kick. SIOCOUTQ: bytes not acknowledged; SIOCOUTQNSD: of them, not
+ * sent. All of them unsent: the first segment never left (a full qdisc or shaper dropped
+ * it), and the kernel retries only when its probe timer fires (TCP_RTO_MIN, 200 ms, or
+ * more). Setting TCP_NODELAY pushes pending output at once (tcp(7)); a segment dropped
+ * again is pushed again at the next ask. */
+static int nz_tcp_tx_kick(void *ctx) {
+    nz_tcp_ep_t *t = (nz_tcp_ep_t *)ctx;
+    int queued = 0, unsent = 0, one = 1;
+    if (ioctl(t->fd, SIOCOUTQ, &queued) != 0 || queued <= 0) return 0;
+    if (ioctl(t->fd, SIOCOUTQNSD, &unsent) != 0 || unsent < queued) return NZ_TX_FLYING;
+    setsockopt(t->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    return NZ_TX_STUCK;
+}
+
 static const nz_transport_ops_t nz_tcp_ops = {
     NZ_TRANSPORT_VERSION, "tcp", NZ_CAP_ORDERED,
     nz_tcp_sendv, nz_tcp_recv, NULL, NULL, nz_tcp_pollfds, nz_tcp_close, nz_tcp_rx_age_ns, NULL,
+    nz_tcp_tx_kick,
 };
 
 /* The same with zero-copy sends (nz_tcp_zc_enable): only these endpoints cost the engine
@@ -203,7 +220,7 @@ static const nz_transport_ops_t nz_tcp_ops = {
 static const nz_transport_ops_t nz_tcp_zc_ops = {
     NZ_TRANSPORT_VERSION, "tcp", NZ_CAP_ORDERED,
     nz_tcp_sendv, nz_tcp_recv, NULL, NULL, nz_tcp_pollfds, nz_tcp_close, nz_tcp_rx_age_ns,
-    nz_tcp_tx_busy,
+    nz_tcp_tx_busy, nz_tcp_tx_kick,
 };
 
 #endif
