@@ -1,7 +1,8 @@
 """Sends a full qdisc dropped before they left (include/nezha/nezha_tcp.h tx_kick, the
-engine's nz_kick_stuck): a socket whose bytes all wait unsent with nothing in flight is
-retried by the kernel only when its probe timer fires (200 ms or more), and nezha, which
-hands a whole message to the kernel at once, had no later send to retry it. In the lab
+engine's nz_kick_stuck): a socket whose bytes wait unsent is retried by the kernel only
+when an acknowledgement comes or a timer fires (with nothing in flight its probe timer,
+200 ms or more), and nezha, which hands a whole message to the kernel at once, had no
+later send to retry it. In the lab
 (2 hosts x 4 ranks, 2 rails of 400 Mbit/s) that stall came with most striped hierarchical
 allgathers and reduce_scatters: 4 ranks per host start a large cross-host send on every
 rail at the same instant, the host's shaper queue (5 ms) overflows, and a socket whose

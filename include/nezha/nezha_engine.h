@@ -553,11 +553,11 @@ static inline int nz_check_silence(nz_engine_t *e, int64_t now) {
     return hit;
 }
 
-/* Ask every endpoint that sent since its bytes were last all acknowledged (tx_kick): one
- * whose bytes wait unsent with none in flight pushes them again. A sender that hands its
- * whole message to the kernel at once has no later send to do that: a first segment a full
- * shaper dropped waited for TCP's probe timer, 200 ms (2 hosts x 4 ranks, striped
- * hierarchical allgather of 1 MiB: 225 ms against 45 ms, docs/results/session15). Returns
+/* Ask every endpoint that sent since its bytes were last all acknowledged (tx_kick): bytes
+ * that wait unsent are pushed again. A sender that hands its whole message to the kernel at
+ * once has no later send to do that: a segment a full shaper dropped before it left waited
+ * for an acknowledgement or a TCP timer, 200 ms (2 hosts x 4 ranks, striped hierarchical
+ * allgather of 1 MiB per rank: 225 ms against 45 ms, docs/results/session15). Returns
  * whether some endpoint still has bytes on their way. */
 static inline int nz_kick_stuck(nz_engine_t *e) {
     int watching = 0;

@@ -196,17 +196,18 @@ static int64_t nz_tcp_rx_age_ns(void *ctx) {
 }
 
 /* The transport's tx_kick. SIOCOUTQ: bytes not acknowledged; SIOCOUTQNSD: of them, not
- * sent. All of them unsent: the first segment never left (a full qdisc or shaper dropped
- * it), and the kernel retries only when its probe timer fires (TCP_RTO_MIN, 200 ms, or
- * more). Setting TCP_NODELAY pushes pending output at once (tcp(7)); a segment dropped
- * again is pushed again at the next ask. */
+ * sent. Bytes wait unsent: push them (setting TCP_NODELAY pushes pending output at once,
+ * tcp(7); the kernel sends only what its windows allow, as a send call would). A segment
+ * dropped before it left (a full qdisc or shaper) is retried by the kernel only when an
+ * acknowledgement comes, or when its probe (nothing in flight) or retransmission timer
+ * fires, 200 ms or more; dropped again, it is pushed again at the next ask. */
 static int nz_tcp_tx_kick(void *ctx) {
     nz_tcp_ep_t *t = (nz_tcp_ep_t *)ctx;
     int queued = 0, unsent = 0, one = 1;
     if (ioctl(t->fd, SIOCOUTQ, &queued) != 0 || queued <= 0) return 0;
-    if (ioctl(t->fd, SIOCOUTQNSD, &unsent) != 0 || unsent < queued) return NZ_TX_FLYING;
+    if (ioctl(t->fd, SIOCOUTQNSD, &unsent) != 0 || unsent <= 0) return NZ_TX_FLYING;
     setsockopt(t->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    return NZ_TX_STUCK;
+    return unsent < queued ? NZ_TX_FLYING : NZ_TX_STUCK;
 }
 
 static const nz_transport_ops_t nz_tcp_ops = {

@@ -64,11 +64,11 @@ typedef struct nz_transport_ops {
      * direction wakes on a completion (POLLERR). */
     int (*tx_busy)(void *ctx, const char *lo, const char *hi);
     /* Optional (NULL: nothing to watch): bytes sendv took that are not acknowledged yet.
-     * Returns 0 when there are none, NZ_TX_FLYING while some are on their way (the peer's
-     * acknowledgements clock out the rest), NZ_TX_STUCK when some wait unsent with none on
-     * the way: then it pushes them out again. A TCP segment dropped before it left the
-     * host (a full shaper or qdisc) leaves a socket in that state until its probe timer,
-     * 200 ms or more, fires; the engine asks while it waits instead. */
+     * Returns 0 when there are none, NZ_TX_FLYING while some are on their way, NZ_TX_STUCK
+     * when some wait unsent with none on the way; bytes that wait unsent it pushes out
+     * again. A TCP segment dropped before it left the host (a full shaper or qdisc) is
+     * otherwise retried only when an acknowledgement comes or a timer fires, 200 ms or
+     * more; the engine asks while it waits instead. */
     int (*tx_kick)(void *ctx);
 } nz_transport_ops_t;
 
