@@ -235,6 +235,7 @@ class Communicator(Executor, Diagnose):
                 "fast_path_calls": self._fast.hits, "votes": self._st.votes,
                 "vote_resends": self._engine.vote_counts()[0],
                 "zerocopy": self._engine.zerocopy_counts(),
+                "tx_kicks": self._engine.tx_kicks(),
                 "last_channels": [{"channel": self._mesh.chan_name(c), "ns": t, "bytes": b}
                                   for c, (t, b) in enumerate(times)]}
 

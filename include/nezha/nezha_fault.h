@@ -116,6 +116,13 @@ static int nz_fault_tx_busy(void *ctx, const char *lo, const char *hi) {
     return f->in->tx_busy(f->in_tx, lo, hi);
 }
 
+/* Bytes the inner transport already took are the kernel's whatever the fault (as on a
+ * real link): pass the question through. */
+static int nz_fault_tx_kick(void *ctx) {
+    nz_fault_ep_t *f = (nz_fault_ep_t *)ctx;
+    return f->in->tx_kick(f->in_tx);
+}
+
 static void nz_fault_close(void *ctx) {
     nz_fault_ep_t *f = (nz_fault_ep_t *)ctx;
     f->in->close(f->in_tx);
@@ -133,6 +140,7 @@ static inline void nz_fault_init(nz_fault_ep_t *f, const nz_transport_ops_t *in,
     f->ops.close = nz_fault_close;
     f->ops.rx_age_ns = nz_fault_rx_age_ns;
     f->ops.tx_busy = in->tx_busy ? nz_fault_tx_busy : NULL;
+    f->ops.tx_kick = in->tx_kick ? nz_fault_tx_kick : NULL;
     f->in = in;
     f->in_tx = in_tx;
     f->word = word;

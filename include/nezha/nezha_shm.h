@@ -192,6 +192,7 @@ static const nz_transport_ops_t nz_shm_ops = {
     nz_shm_sendv, nz_shm_recv, nz_shm_peek, nz_shm_consume, nz_shm_pollfds, nz_shm_close,
     NULL,  /* rx_age_ns: nothing is in flight between two processes of one host */
     NULL,  /* tx_busy: sends copy into the ring */
+    NULL,  /* tx_kick: bytes in the ring are the peer's to take */
 };
 
 /* ---- set-up (called by the Python factory, with the GIL) ---------------------------- */

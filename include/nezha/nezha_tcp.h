@@ -15,6 +15,8 @@
 #include <netinet/tcp.h>
 #include <stdint.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -193,9 +195,25 @@ static int64_t nz_tcp_rx_age_ns(void *ctx) {
     return (int64_t)ti.tcpi_last_ack_recv * 1000000LL;
 }
 
+/* The transport's tx_kick. SIOCOUTQ: bytes not acknowledged; SIOCOUTQNSD: of them, not
+ * sent. Bytes wait unsent: push them (setting TCP_NODELAY pushes pending output at once,
+ * tcp(7); the kernel sends only what its windows allow, as a send call would). A segment
+ * dropped before it left (a full qdisc or shaper) is retried by the kernel only when an
+ * acknowledgement comes, or when its probe (nothing in flight) or retransmission timer
+ * fires, 200 ms or more; dropped again, it is pushed again at the next ask. */
+static int nz_tcp_tx_kick(void *ctx) {
+    nz_tcp_ep_t *t = (nz_tcp_ep_t *)ctx;
+    int queued = 0, unsent = 0, one = 1;
+    if (ioctl(t->fd, SIOCOUTQ, &queued) != 0 || queued <= 0) return 0;
+    if (ioctl(t->fd, SIOCOUTQNSD, &unsent) != 0 || unsent <= 0) return NZ_TX_FLYING;
+    setsockopt(t->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    return unsent < queued ? NZ_TX_FLYING : NZ_TX_STUCK;
+}
+
 static const nz_transport_ops_t nz_tcp_ops = {
     NZ_TRANSPORT_VERSION, "tcp", NZ_CAP_ORDERED,
     nz_tcp_sendv, nz_tcp_recv, NULL, NULL, nz_tcp_pollfds, nz_tcp_close, nz_tcp_rx_age_ns, NULL,
+    nz_tcp_tx_kick,
 };
 
 /* The same with zero-copy sends (nz_tcp_zc_enable): only these endpoints cost the engine
@@ -203,7 +221,7 @@ static const nz_transport_ops_t nz_tcp_ops = {
 static const nz_transport_ops_t nz_tcp_zc_ops = {
     NZ_TRANSPORT_VERSION, "tcp", NZ_CAP_ORDERED,
     nz_tcp_sendv, nz_tcp_recv, NULL, NULL, nz_tcp_pollfds, nz_tcp_close, nz_tcp_rx_age_ns,
-    nz_tcp_tx_busy,
+    nz_tcp_tx_busy, nz_tcp_tx_kick,
 };
 
 #endif

@@ -25,7 +25,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
-#define NZ_TRANSPORT_VERSION 3  /* 2: rx_age_ns, 3: tx_busy */
+#define NZ_TRANSPORT_VERSION 4  /* 2: rx_age_ns, 3: tx_busy, 4: tx_kick */
 #define NZ_TR_CLOSED (-(1L << 20))
 
 enum {
@@ -63,7 +63,16 @@ typedef struct nz_transport_ops {
      * engine writes nothing there and does not end the run. pollfds asked for neither
      * direction wakes on a completion (POLLERR). */
     int (*tx_busy)(void *ctx, const char *lo, const char *hi);
+    /* Optional (NULL: nothing to watch): bytes sendv took that are not acknowledged yet.
+     * Returns 0 when there are none, NZ_TX_FLYING while some are on their way, NZ_TX_STUCK
+     * when some wait unsent with none on the way; bytes that wait unsent it pushes out
+     * again. A TCP segment dropped before it left the host (a full shaper or qdisc) is
+     * otherwise retried only when an acknowledgement comes or a timer fires, 200 ms or
+     * more; the engine asks while it waits instead. */
+    int (*tx_kick)(void *ctx);
 } nz_transport_ops_t;
+
+enum { NZ_TX_FLYING = 1, NZ_TX_STUCK = 2 };
 
 #define NZ_TR_READY (-(1 << 21))
 

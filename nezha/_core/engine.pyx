@@ -476,6 +476,7 @@ cdef class Engine:
             p.stage_cap = self.stage_bytes
         p.tr = endpoint.ops if endpoint is not None else NULL
         p.tx = endpoint.ctx if endpoint is not None else NULL
+        p.tx_watch = 0
         self.endpoints[ep] = endpoint
 
     def start(self, Schedule s):
@@ -637,6 +638,11 @@ cdef class Engine:
     def endpoint_bytes(self):
         """Per endpoint: (bytes sent, bytes received) since the engine was made."""
         return [(self.e.eps[i].bytes_sent, self.e.eps[i].bytes_recv) for i in range(self.e.nep)]
+
+    def tx_kicks(self):
+        """Sends pushed again because their bytes waited unsent with none in flight (a
+        segment dropped before it left the host), since the engine was made."""
+        return self.e.tx_kicks
 
     def zerocopy_counts(self):
         """Zero-copy sends over every data endpoint (TcpEndpoint.zerocopy_counts, summed);

@@ -221,6 +221,7 @@ cdef extern from "nezha/nezha_engine.h" nogil:
         int32_t nsq, nrq, sh, rh
         uint64_t bytes_sent
         uint64_t bytes_recv
+        int tx_watch
 
     ctypedef struct nz_engine_t:
         nz_ep_t *eps
@@ -252,6 +253,7 @@ cdef extern from "nezha/nezha_engine.h" nogil:
         int64_t *data_heard
         int32_t *qbuf
         int64_t qcap
+        uint64_t tx_kicks
 
     int64_t nz_now_ns()
     int nz_start(nz_engine_t *e, nz_op_t *ops, int32_t nops, int dtype, int op)
