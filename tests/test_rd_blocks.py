@@ -90,3 +90,44 @@ def test_split_slices_keep_one_op_per_block(coll):
             per_whole[(kind == SEND, ep)] = per_whole.get((kind == SEND, ep), 0) + b
         assert per == per_whole
         assert len(_data_ops(split)) == 2 * 2 * (n - 1)  # two slices, n - 1 blocks each way
+
+
+# ---- rails: an allgather's or reduce_scatter's pieces judged by all the blocks ------------
+
+def _lab_planner(mbps=(400, 400), failover=True):
+    """4 ranks one per host on two rails (the lab), NEZHA_MIN_RAIL_PIECE=64k."""
+    from nezha.config import Config
+    from nezha.planner import layout_planner
+    cfg = Config.load({"MIN_RAIL_PIECE": "64k", "SOCKET_NCONNS": "1"}, environ={})
+    return layout_planner(cfg, [0, 1, 2, 3], list(mbps), 2, 1, failover=failover)
+
+
+@pytest.mark.parametrize("coll", ["allgather", "reduce_scatter"])
+def test_blocks_split_over_rails_where_an_allreduce_of_their_payload_does(coll):
+    """A rail's piece of an allgather / reduce_scatter is its share of every block: 4 ranks
+    with 32 KiB blocks (128 KiB in all) go over both equal rails, as a 128 KiB allreduce
+    does (the old code judged one block: one rail up to 128 KiB blocks, 512 KiB in all,
+    a ring at one rail's rate where Open MPI was up to 1.8x faster, issue 17); 16 KiB
+    blocks (64 KiB, as a 64 KiB allreduce) stay whole on one rail, lazy."""
+    p = _lab_planner()
+    es = 4
+    for block, rails in ((16 << 10, 1), (32 << 10, 2), (64 << 10, 2), (1 << 20, 2)):
+        plan = p.blocks(coll, block // es, es, p.algorithm(coll, 4 * block))
+        assert len({c for c, _, _ in plan.slices}) == rails, (block, plan)
+        ar = p.allreduce(4 * block // es, es)
+        assert len({c for c, _, _ in ar.slices}) == rails, (block, ar)
+    # the cost model prices what split() does: two rails and a vote from 128 KiB in all
+    t = p.flat_times(coll, 128 << 10)["ring"]
+    one = _lab_planner(failover=False).flat_times(coll, 64 << 10)["ring"]
+    assert t < 2 * one  # halved bytes plus a vote, not one rail's time for twice the bytes
+
+
+def test_blocks_on_unequal_rails_split_from_the_same_payload_as_allreduce():
+    """400 + 100 Mbit/s: the slow rail's share (0.2) of all the blocks must reach the
+    piece, as for an allreduce of that payload (256 KiB: one rail, 512 KiB: both)."""
+    p = _lab_planner((400, 100))
+    for total, rails in ((256 << 10, 1), (512 << 10, 2)):
+        for coll in ("allgather", "reduce_scatter"):
+            plan = p.blocks(coll, total // 4 // 4, 4)
+            assert len({c for c, _, _ in plan.slices}) == rails, (coll, total, plan)
+        assert len({c for c, _, _ in p.allreduce(total // 4, 4).slices}) == rails
