@@ -207,8 +207,11 @@ class Planner:
                 [c for c in range(self.nchan) if self.alive[c]] or [0])
         return max(live, key=lambda c: (rates[c], -c))
 
-    def split(self, coll, count, esize):
-        """[(channel, off, cnt)] covering [0, count) exactly once.
+    def split(self, coll, count, esize, blocks=1):
+        """[(channel, off, cnt)] covering [0, count) exactly once (of each of blocks blocks:
+        an allgather's or reduce_scatter's pieces are cut from every block alike, so a rail's
+        piece of the payload is its share of all of them, as an allreduce's is of its one
+        buffer: NEZHA_MIN_RAIL_PIECE judges that).
 
         Which channels: by the prior (CostModel.prior: the overall agreed rates, learned
         from every large slice), never by the size bucket's own rates. A channel a bucket
@@ -218,16 +221,17 @@ class Planner:
         payload among the channels chosen, each of which it keeps measuring."""
         nbytes = count * esize
         key = bucket_of(coll, nbytes)
+        payload = nbytes * max(blocks, 1)
         prior = self.model.prior()
         live = [c for c in range(self.nchan) if self.alive[c]] or [0]
         top = max(prior[c] for c in live)
         active = [c for c in live if prior[c] * self.max_ratio >= top]
         active = sorted(active, key=lambda c: (-prior[c], c))[: self.max_rails]
-        min_piece = self.min_piece if self.min_piece != float("inf") else nbytes + 1
+        min_piece = self.min_piece if self.min_piece != float("inf") else payload + 1
         while len(active) > 1:
             share = self.model.prior_shares([c in active for c in range(self.nchan)])
             small = min(active, key=lambda c: (share[c], -c))
-            if share[small] * nbytes >= min_piece:
+            if share[small] * payload >= min_piece:
                 break
             active.remove(small)  # a piece this small costs more than it saves
         if len(active) <= 1:
@@ -314,13 +318,15 @@ class Planner:
         rates = sorted(self.rail_rates, reverse=True)
         n, out = self.ranks, {}
         per_rank = nbytes // n if coll in ("allgather", "reduce_scatter") and n else nbytes
+        # rails by the whole payload (all blocks: Planner.split's pieces), laziness by the
+        # input a rank keeps (its own block)
         vote = (VOTE_COST * self.layout.time("allreduce", "rd", 8, 1, rate=rates[0])
                 if self.failover else 0.0)
         for name in self.FLAT[coll]:
             if name == "rd" and coll != "allreduce" and (n < 2 or n & (n - 1)):
                 continue  # recursive doubling/halving of blocks: a power of two of ranks only
             whole = name == "tree" or (name == "rd" and coll == "allreduce")
-            k = 1 if whole else self._rails_used(per_rank)
+            k = 1 if whole else self._rails_used(nbytes)
             if name == "tree" and self.failover:  # a lazy allreduce that ORs bytes
                 t = self.layout.time("allreduce", "rd", nbytes, 1, rate=rates[0])
             else:
@@ -544,8 +550,10 @@ class Planner:
         return self.blocks("reduce", count, esize)
 
     def blocks(self, coll, block_count, esize, algo=ALGO_RING):
-        """Plan for allgather / reduce_scatter / alltoall / reduce: how each block is cut."""
-        slices, key = self.split(coll, block_count, esize)
+        """Plan for allgather / reduce_scatter / alltoall / reduce: how each block is cut
+        (allgather and reduce_scatter: over rails by the size of all the ranks' blocks)."""
+        nblocks = self.ranks if coll in ("allgather", "reduce_scatter") else 1
+        slices, key = self.split(coll, block_count, esize, nblocks)
         return Plan(slices, algo, key, esize, self._owner_tag(algo, coll))
 
     def single(self, algo=0):
