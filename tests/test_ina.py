@@ -497,18 +497,26 @@ def test_silent_address_times_out_naming_it():
         s.close()
 
 
-def test_service_killed_mid_collective_is_a_clear_error(tmp_path):
+def _serve(tmp_path, *extra):
+    """`nezha ina serve` in its own process on a free port: (process, port)."""
     ready = tmp_path / "ready"
     env = dict(os.environ, PYTHONPATH=HERE)
     p = subprocess.Popen([sys.executable, "-m", "nezha", "ina", "serve", "--addr", "127.0.0.1",
-                          "--port", "0", "--ready-file", str(ready)], env=env,
-                         stderr=subprocess.DEVNULL)
+                          "--port", "0", "--ready-file", str(ready), *extra], env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 20
+    while not ready.exists():
+        if p.poll() is not None or time.monotonic() >= deadline:
+            p.kill()
+            p.wait()
+            raise AssertionError("service did not start")
+        time.sleep(0.02)
+    return p, int(ready.read_text().split()[1])
+
+
+def test_service_killed_mid_collective_is_a_clear_error(tmp_path):
+    p, port = _serve(tmp_path)
     try:
-        deadline = time.monotonic() + 20
-        while not ready.exists():
-            assert p.poll() is None and time.monotonic() < deadline, "service did not start"
-            time.sleep(0.02)
-        port = int(ready.read_text().split()[1])
         cs = on_ranks(3, lambda r: InaClient(("127.0.0.1", port), secret=SECRET, rank=r, size=3,
                                              timeout=2.0))
         check_allreduce(cs, DType.FLOAT32, ReduceOp.SUM, 5000)
@@ -541,19 +549,9 @@ def test_service_stops_on_sigterm_under_a_flood(tmp_path):
     """Regression (CI, test_fuzz_ina_service): with datagrams arriving all the time the data
     path never slept in poll(), so a SIGTERM the kernel handed to another thread was never
     looked at and the service had to be killed. It must exit promptly and cleanly."""
-    ready = tmp_path / "ready"
-    env = dict(os.environ, PYTHONPATH=HERE)
-    p = subprocess.Popen([sys.executable, "-m", "nezha", "ina", "serve", "--addr", "127.0.0.1",
-                          "--port", "0", "--ready-file", str(ready), "--stats", "0"], env=env,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p, port = _serve(tmp_path, "--stats", "0")
     stop = threading.Event()
     try:
-        deadline = time.monotonic() + 20
-        while not ready.exists():
-            assert p.poll() is None and time.monotonic() < deadline, "service did not start"
-            time.sleep(0.02)
-        port = int(ready.read_text().split()[1])
-
         def flood():
             s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             junk = os.urandom(1000)
