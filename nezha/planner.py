@@ -51,7 +51,9 @@ class Plan:
 # Collectives NEZHA_HIER_RAILS=auto aligns in balanced layouts even when no NIC is nearer to
 # one local rank than another: their striped cross-host phase ran 4x the inter-host floor in
 # the lab (2 hosts x 4 ranks, allgather of 1 MiB per rank: striped 183 ms, aligned 47 ms,
-# floor 42 ms; reduce_scatter of 4 MiB: 77 ms against 22 ms; docs/results/session15)
+# floor 42 ms; docs/results/session15). The cause was a dropped first segment waiting for
+# TCP's probe timer, fixed by the transport's tx_kick; striped 256 KiB then ran at the floor
+# (docs/results/session16): worth re-measuring before striping them again
 ALIGN_ANYWAY = ("allgather", "reduce_scatter")
 
 
