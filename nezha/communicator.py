@@ -287,8 +287,9 @@ class Communicator(Executor, Diagnose):
                            inplace=address(out) == address(a),
                            retarget=lambda: _into_scratch(into, count * es),
                            fast=(sendbuf, recvbuf, a, out, a, op, True, None))
-        if self._host is not None and self._host.takes(count * es):
-            req.host = (a, out, dt, op)  # in the host area (executor.py)
+        if (self._host is not None and self.planner.algo == "auto"
+                and self._host.takes(count * es)):
+            req.host = (a, out, dt, op)  # in the host area (executor.py); not when forced
         elif self._ina is not None:
             req.ina = ("allreduce", a, out, dt, op, None)  # decided at run time (executor.py)
         return req
