@@ -112,7 +112,10 @@ class HostColl:
                 return CollectiveMismatch(f"nezha: {where}: rank {who} called another "
                                           f"collective than rank {on}")
             if code == _eng.HC_ETIMEOUT:
-                return NezhaTimeout(f"nezha: {where}: rank {who} gave up waiting for rank {on}")
+                return NezhaTimeout(
+                    f"nezha: {where} did not finish within {timeout:g} s: rank {who} heard "
+                    f"nothing from rank {on}; that rank may be stuck, dead, or in a different "
+                    "collective (NEZHA_TIMEOUT sets the limit)")
             return PeerError(f"nezha: {where}: rank {who} failed and left the collective",
                              peer=who, rail=RAIL)
         if rc == _eng.HC_EDEAD:
