@@ -191,7 +191,30 @@ class CostModel:
         rates, state = self.rates(key)
         if state == HOT and any(m and r is None for m, r in zip(mask, self.buckets[key].rho)):
             rates = self.prior()  # a channel this bucket never ran on: no share of 0 for ever
+        elif state == HOT:
+            rates = self._capped(rates, mask)
         return self._normalize(rates, mask)
+
+    def _capped(self, rates, mask):
+        """A hot bucket's rates, where no channel the prior finds slower gets a larger
+        share, relative to the fastest, than the prior gives it. A small payload's piece on
+        a slow shaped rail fits that rail's idle token bucket, so the bucket measures a burst
+        (the lab's 100 Mbit/s rail learned at 331, the 400 at 170: 256-512 KiB went hot at
+        34/66 and took as long as twice the size). If every channel pays the same step
+        latency the equal-finish split is the sustained rates at any size; the bucket may
+        still give a channel less than that."""
+        prior = self.prior()
+        live = [c for c in range(self.nchan) if mask[c]]
+        if not live:
+            return rates
+        f = max(live, key=lambda c: prior[c])
+        if prior[f] <= 0 or rates[f] <= 0:
+            return rates
+        out = list(rates)
+        for c in live:
+            if prior[c] < prior[f]:
+                out[c] = min(rates[c], rates[f] * prior[c] / prior[f])
+        return out
 
     def _normalize(self, rates, mask):
         w = [rates[c] if mask[c] else 0.0 for c in range(self.nchan)]

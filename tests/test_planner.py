@@ -444,3 +444,36 @@ def test_a_channel_a_hot_bucket_never_ran_on_gets_the_priors_share():
     used = _executor_loop([p], (16 << 20) // 4, [50e6, 50e6, 45e6], 4 * costmodel.K_WARM)
     assert set(used) == {(0, 1, 2)}
     assert p.model.shares(key, [True] * 3)[2] == pytest.approx(45 / 145, abs=0.02)
+
+
+def _tbf_time(nbytes, rate, burst=88e3, peak=1.25e9):
+    """Seconds a token-bucket-shaped rail takes for nbytes sent after an idle gap: the first
+    `burst` bytes leave at the link's peak, the rest at the shaped rate."""
+    return min(nbytes, burst) / peak + max(nbytes - burst, 0) / rate
+
+
+@pytest.mark.parametrize("nbytes", [256 << 10, 512 << 10, 2 << 20])
+def test_a_hot_bucket_gives_a_slow_rail_no_more_than_the_prior_does(nbytes):
+    """400 + 100 Mbit/s rails shaped by token buckets (the lab): a medium size's pieces on
+    the slow rail fit its idle bucket's burst, so they look fast, and the bucket went HOT
+    giving the slow rail a third or more of the payload, which then took as long as the
+    next size up. A hot bucket may give a channel the prior finds slower less than the
+    prior's share, never more."""
+    p = planner(2, MIN_RAIL_PIECE="32k")
+    feed(p, bucket_of("allreduce", 64 << 20), [50e6, 12.5e6], nbytes=64 << 20, syncs=3)
+    key = bucket_of("allreduce", nbytes)
+    m = p.model
+    for _ in range(6 * costmodel.K_WARM):
+        shares = m.shares(key, [True, True])
+        b = [int(nbytes * s) for s in shares]
+        ns = [int(1e9 * _tbf_time(x, r)) if x else 0 for x, r in zip(b, [50e6, 12.5e6])]
+        m.record(key, b, ns)
+        keys = m.sync_keys()
+        m.apply(keys, m.sync_vector(keys) * 4, 4)
+    assert m.state(key) == HOT
+    share = m.shares(key, [True, True])[1]
+    assert share <= m.prior_shares([True, True])[1] + costmodel.HYSTERESIS and share < 0.25, share
+    # and a bucket that measures the slow rail slower still may give it less
+    slow = bucket_of("allreduce", 8 << 20)
+    feed(p, slow, [50e6, 10e6], nbytes=8 << 20, syncs=costmodel.K_WARM + 2)
+    assert m.shares(slow, [True, True])[1] < 0.19
