@@ -4,10 +4,13 @@ sizes around the chunk and rank counts; the fast path; disagreements, a straddle
 threshold and a killed rank are errors on every rank, and nothing is left in /dev/shm."""
 import os
 
+import numpy as np
 import pytest
 
 from nezha._core.engine import HostArea
-from nezha.transports import shm
+from nezha.errors import InvalidUsageError
+from nezha.transports import hostcoll, shm
+from nezha.types import DType, ReduceOp
 from tests.spawn import spawn
 
 pytestmark = pytest.mark.skipif(not os.path.isdir(shm.SHM_DIR), reason="no /dev/shm here")
@@ -83,3 +86,19 @@ def test_segment_of_another_job_is_refused():
         mine.close()
         os.unlink(f"{shm.SHM_DIR}{name}")
     assert not [n for n in shm.leftovers(os.getpid()) if name[1:] in n]
+
+
+@pytest.mark.parametrize("op, named", [(ReduceOp.BAND, "BAND"), (99, "op 99")])
+def test_an_op_the_area_cannot_run_is_invalid_usage_naming_op_and_dtype(op, named):
+    """The communicator refuses these before a call reaches the area; one that gets there
+    anyway is refused by its kernels before anything is published: the caller's error,
+    named (not "error -5"), and nothing waited for."""
+    name = f"/nezha-{os.geteuid()}-{os.getpid()}-t{os.urandom(3).hex()}-host"
+    area = HostArea.map(name, 0, 2, 4096, b"a" * 32)
+    try:
+        a = np.ones(1000, np.float32)
+        with pytest.raises(InvalidUsageError, match=rf"\b{named} is not defined for float32"):
+            hostcoll.HostColl(area, 0, 0).allreduce(a, a, DType.FLOAT32, op, 0, 2, 30.0)
+    finally:
+        area.close()
+        os.unlink(f"{shm.SHM_DIR}{name}")

@@ -226,15 +226,15 @@ static inline void nz_hc_read_desc(nz_hc_t *h, int k, nz_hc_desc_t *d) {
     }
 }
 
-/* Is rank k in a collective that cannot be mine (seq me->seq)? Sets bad_* if so. A rank
- * still in an earlier collective (or not yet announced) is not a mismatch: it is behind. */
-static inline int nz_hc_differs(nz_hc_t *h, int k, int arrived) {
-    nz_hc_desc_t d, m;
+/* Is rank k in a collective that cannot be mine (m: this call's descriptor, as announced)?
+ * Sets bad_* if so. A rank still in an earlier collective (or not yet announced) is not a
+ * mismatch: it is behind. */
+static inline int nz_hc_differs(nz_hc_t *h, int k, int arrived, const nz_hc_desc_t *m) {
+    nz_hc_desc_t d;
     nz_hc_read_desc(h, k, &d);
-    nz_hc_read_desc(h, h->me, &m);
-    if (!arrived && d.seq < m.seq) return 0;
-    if (d.seq == m.seq && d.count == m.count && d.coll == m.coll && d.dtype == m.dtype &&
-        d.op == m.op)
+    if (!arrived && d.seq < m->seq) return 0;
+    if (d.seq == m->seq && d.count == m->count && d.coll == m->coll && d.dtype == m->dtype &&
+        d.op == m->op)
         return 0;
     h->bad_peer = k;
     h->bad_seq = d.seq - 1;
@@ -262,10 +262,11 @@ static inline int nz_hc_check(nz_hc_t *h, int k, int64_t deadline_us) {
     return 0;
 }
 
-/* Wait until rank k's word (ready or done) reaches g. desc: the first round of a call,
- * where a rank announced in another collective is a mismatch, found while waiting. */
-static inline int nz_hc_wait(nz_hc_t *h, int k, int which, uint64_t g, int desc,
-                             int64_t deadline_us) {
+/* Wait until rank k's word (ready or done) reaches g. desc (the first round of a call, else
+ * NULL): this call's descriptor; a rank announced in another collective is a mismatch,
+ * found while waiting. */
+static inline int nz_hc_wait(nz_hc_t *h, int k, int which, uint64_t g,
+                             const nz_hc_desc_t *desc, int64_t deadline_us) {
     uint64_t *w = which ? &h->hdr->r[k].done : &h->hdr->r[k].ready;
     if (__atomic_load_n(w, __ATOMIC_ACQUIRE) >= g) return 0;
     int64_t t0 = nz_hc_now_us(), checked = t0;
@@ -273,7 +274,7 @@ static inline int nz_hc_wait(nz_hc_t *h, int k, int which, uint64_t g, int desc,
         if (__atomic_load_n(w, __ATOMIC_ACQUIRE) >= g) return 0;
         sched_yield();
     }
-    if (desc && nz_hc_differs(h, k, 0)) return NZ_HC_EMISMATCH;
+    if (desc && nz_hc_differs(h, k, 0, desc)) return NZ_HC_EMISMATCH;
     for (;;) {
         uint32_t v = __atomic_load_n(&h->hdr->bell, __ATOMIC_SEQ_CST);
         __atomic_add_fetch(&h->hdr->sleepers, 1, __ATOMIC_SEQ_CST);
@@ -285,7 +286,7 @@ static inline int nz_hc_wait(nz_hc_t *h, int k, int which, uint64_t g, int desc,
         syscall(SYS_futex, &h->hdr->bell, FUTEX_WAIT, v, &ts, NULL, 0);
         __atomic_sub_fetch(&h->hdr->sleepers, 1, __ATOMIC_SEQ_CST);
         if (__atomic_load_n(w, __ATOMIC_ACQUIRE) >= g) return 0;
-        if (desc && nz_hc_differs(h, k, 0)) return NZ_HC_EMISMATCH;
+        if (desc && nz_hc_differs(h, k, 0, desc)) return NZ_HC_EMISMATCH;
         int64_t now = nz_hc_now_us();
         if (now - checked >= 10000 || __atomic_load_n(&h->hdr->abort, __ATOMIC_RELAXED)) {
             checked = now;
@@ -311,6 +312,7 @@ static int nz_hc_allreduce(nz_hc_t *h, const char *in, char *out, uint64_t count
     uint8_t probe[8] = {0};
     if (nezha_reduce3(probe, probe, probe, 0, dtype, op) != 0) return NZ_HC_EOP;
     nz_hc_announce(h, seq, coll, count, (uint32_t)dtype, (uint32_t)op);
+    const nz_hc_desc_t call = {seq + 1, count, coll, (uint32_t)dtype, (uint32_t)op};
     uint64_t ce = h->chunk / (uint64_t)es, first = 1;
     uint64_t off = 0;
     do {
@@ -328,13 +330,13 @@ static int nz_hc_allreduce(nz_hc_t *h, const char *in, char *out, uint64_t count
             if (k == me) continue;
             /* a mismatch (with a rank on the rings): every rank here waits on that rank
              * too and sees it itself */
-            if ((rc = nz_hc_wait(h, k, 0, g, (int)first, deadline)))
+            if ((rc = nz_hc_wait(h, k, 0, g, first ? &call : NULL, deadline)))
                 return rc == NZ_HC_EMISMATCH ? rc : nz_hc_fail(h, rc);
         }
         if (first) {
             first = 0;
             for (int k = 0; k < n; k++)
-                if (k != me && nz_hc_differs(h, k, 1))
+                if (k != me && nz_hc_differs(h, k, 1, &call))
                     return NZ_HC_EMISMATCH; /* every rank sees the same table: all raise */
         }
         /* 3. my block, in rank order (every rank's result is the same bits), NZ_HC_SUB at
@@ -356,7 +358,7 @@ static int nz_hc_allreduce(nz_hc_t *h, const char *in, char *out, uint64_t count
         for (int j = 1; j < n; j++) {
             int k = (me + j) % n;
             uint64_t k0 = c * k / n, k1 = c * (k + 1) / n;
-            if ((rc = nz_hc_wait(h, k, 1, g, 0, deadline))) return nz_hc_fail(h, rc);
+            if ((rc = nz_hc_wait(h, k, 1, g, NULL, deadline))) return nz_hc_fail(h, rc);
             memcpy(dst + k0 * es, nz_hc_slot(h, g, k) + k0 * es, (k1 - k0) * es);
         }
         off += c;

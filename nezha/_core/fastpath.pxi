@@ -52,6 +52,27 @@ cdef class FastEntry:
     cdef double hc_div
 
 
+cdef bint _probe_pair(object sendbuf, object recvbuf, cnp.ndarray a, cnp.ndarray out,
+                      buf_t *bi, buf_t *bo, bint allow_empty) except -1:
+    """Probe the user's sendbuf and recvbuf (None: sendbuf is the output) into bi and bo for
+    put/put_ina/put_host: False if the fast path cannot take them (not an array or a tensor
+    it knows) or they are no longer the memory of a and out, the slow path's views of them
+    (a tensor resized meanwhile). An empty one's address is its own (torch: NULL): no byte
+    of it is ever read or written; allow_empty False refuses an empty input."""
+    if recvbuf is None:
+        recvbuf = sendbuf
+    for buf in (sendbuf, recvbuf):
+        if type(buf) is not cnp.ndarray and not _learn_tensor_type(type(buf)):
+            return False
+    if not (probe(sendbuf, bi) and probe(recvbuf, bo)):
+        return False
+    if bi.nbytes == 0 and not allow_empty:
+        return False
+    return not (bi.nbytes != cnp.PyArray_NBYTES(a) or bo.nbytes != cnp.PyArray_NBYTES(out)
+                or (bi.nbytes and bi.p != <const char *>cnp.PyArray_DATA(a))
+                or (bo.nbytes and bo.p != <const char *>cnp.PyArray_DATA(out)))
+
+
 cdef class FastPath:
     """Per communicator: the entries, and the run state it shares with the Python
     executor (RunState: typed fields, read here without a dict lookup). The executor arms
@@ -103,18 +124,7 @@ cdef class FastPath:
         keep: library buffers the schedule writes into (a reduce's sink)."""
         cdef buf_t bi, bo
         cdef int i
-        if recvbuf is None:
-            recvbuf = sendbuf
-        for buf in (sendbuf, recvbuf):
-            if type(buf) is not cnp.ndarray and not _learn_tensor_type(type(buf)):
-                return
-        if not (probe(sendbuf, &bi) and probe(recvbuf, &bo)):
-            return
-        # changed since the call (a tensor resized meanwhile)? An empty one's address is
-        # its own (torch: NULL): no byte of it is ever read or written
-        if (bi.nbytes != cnp.PyArray_NBYTES(a) or bo.nbytes != cnp.PyArray_NBYTES(out)
-                or (bi.nbytes and bi.p != <const char *>cnp.PyArray_DATA(a))
-                or (bo.nbytes and bo.p != <const char *>cnp.PyArray_DATA(out))):
+        if not _probe_pair(sendbuf, recvbuf, a, out, &bi, &bo, True):
             return
         cdef FastEntry f = FastEntry()
         f.s, f.plan, f.ranges, f.tmpl, f.op, f.keep = s, plan, ranges, tmpl, op, keep
@@ -147,17 +157,7 @@ cdef class FastPath:
         go with clear(): the INA rail left out (InaOffload._drop) or the planner's channels
         changed (a TCP rail lost or back changes small_route's answer)."""
         cdef buf_t bi, bo
-        if recvbuf is None:
-            recvbuf = sendbuf
-        for buf in (sendbuf, recvbuf):
-            if type(buf) is not cnp.ndarray and not _learn_tensor_type(type(buf)):
-                return
-        if not (probe(sendbuf, &bi) and probe(recvbuf, &bo)):
-            return
-        if (bi.nbytes != cnp.PyArray_NBYTES(a) or bo.nbytes != cnp.PyArray_NBYTES(out)
-                or bi.nbytes == 0 or bi.nbytes != bo.nbytes
-                or bi.p != <const char *>cnp.PyArray_DATA(a)
-                or bo.p != <const char *>cnp.PyArray_DATA(out)):
+        if not _probe_pair(sendbuf, recvbuf, a, out, &bi, &bo, False) or bi.nbytes != bo.nbytes:
             return
         cdef FastEntry f = FastEntry()
         f.ina = True
@@ -190,18 +190,7 @@ cdef class FastPath:
         """Remember an allreduce that ran in the host area (hostcoll: the HostColl). Same
         key and checks as put(); the entry runs the area's C call instead of a schedule."""
         cdef buf_t bi, bo
-        if recvbuf is None:
-            recvbuf = sendbuf
-        for buf in (sendbuf, recvbuf):
-            if type(buf) is not cnp.ndarray and not _learn_tensor_type(type(buf)):
-                return
-        if not (probe(sendbuf, &bi) and probe(recvbuf, &bo)):
-            return
-        # an empty one's address is its own (torch: NULL): no byte of it is touched
-        if (bi.nbytes != cnp.PyArray_NBYTES(a) or bo.nbytes != cnp.PyArray_NBYTES(out)
-                or bi.nbytes != bo.nbytes
-                or (bi.nbytes and bi.p != <const char *>cnp.PyArray_DATA(a))
-                or (bo.nbytes and bo.p != <const char *>cnp.PyArray_DATA(out))):
+        if not _probe_pair(sendbuf, recvbuf, a, out, &bi, &bo, True) or bi.nbytes != bo.nbytes:
             return
         cdef FastEntry f = FastEntry()
         f.plan, f.tmpl, f.op = plan, tmpl, op

@@ -28,11 +28,6 @@ cdef class HostArea:
             raise _shm_error(rc, "create" if me == 0 else "open", name)
         return a
 
-    @staticmethod
-    def length(int n, uint64_t chunk):
-        """Bytes of the segment for n ranks and chunk-byte slots."""
-        return nz_hc_len(n, chunk)
-
     def watch(self, pids):
         """Poll the other ranks' processes (pidfd): a death ends any wait at once."""
         cdef int k
@@ -90,10 +85,6 @@ cdef class HostArea:
         """Make every rank of the host stop waiting in the area (this rank failed)."""
         if self.h.hdr != NULL:
             nz_hc_abort(&self.h, code, peer)
-
-    @property
-    def rounds(self):
-        return self.h.round
 
     def close(self):
         self.closing = True

@@ -75,14 +75,12 @@ cdef extern from "nezha/nezha_hostcoll.h" nogil:
     ctypedef struct nz_hc_t:
         nz_hc_hdr_t *hdr
         int me, n
-        uint64_t round
         int64_t spin_us
         int pidfd[256]
         int bad_peer
         uint64_t bad_seq, bad_count
         uint32_t bad_dtype, bad_op, bad_coll
     void nz_hc_init(nz_hc_t *h)
-    size_t nz_hc_len(int n, uint64_t chunk)
     int nz_hc_map(nz_hc_t *h, const char *name, int me, int n, uint64_t chunk,
                   const uint8_t *nonce)
     void nz_hc_unmap(nz_hc_t *h)

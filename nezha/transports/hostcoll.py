@@ -17,9 +17,9 @@ import os
 from nezha import log
 from nezha._core import engine as _eng
 from nezha.diagnose import _describe, _diff
-from nezha.errors import CollectiveMismatch, NezhaTimeout, PeerError
+from nezha.errors import CollectiveMismatch, InvalidUsageError, NezhaTimeout, PeerError
 from nezha.transports.shm import SHM_DIR
-from nezha.types import ReduceOp
+from nezha.types import DType, ReduceOp
 
 RAIL = "shm"  # what messages name as the rail: the host's shared memory
 
@@ -120,6 +120,12 @@ class HostColl:
                              peer=who, rail=RAIL)
         if rc == _eng.HC_EDEAD:
             return PeerError(f"nezha: {where}: rank {peer} died", peer=peer, rail=RAIL)
+        if rc == _eng.HC_EOP:  # refused before anything was published: this call's own
+            op, dt = int(op), int(dt)
+            opn = ReduceOp(op).name if 0 <= op < len(ReduceOp) else f"op {op}"
+            dtn = DType(dt).name.lower() if 0 <= dt < len(DType) else f"dtype {dt}"
+            return InvalidUsageError(f"nezha: {where}: {opn} is not defined for {dtn} "
+                                     "(the host area's kernels refused it)")
         if rc == _eng.HC_ETIMEOUT:
             below = (f", e.g. an allreduce below NEZHA_SHM_COLL = {int(self.min_bytes)} bytes "
                      "on the shm rings" if self.min_bytes > 0 else "")
