@@ -301,8 +301,11 @@ def compare(path, rates_gbps=(0.4, 0.4), hosts=4, align="snapshot", stamp_delay=
                predicted is the hit collective, from the code's order, the machine's copy
                rate and the run's unhit collectives, never from the cuts;
       "start": at t - start (start_offset: the data moves `start` after rank 0's clock
-               starts); the hit collective then ends at start + the model's end;
-      "share": at t * T2_sim / T2_lab, the same share of the two-rail work;
+               starts); the hit collective then ends at start + the model's end (took_ms,
+               detected_ms and live_done_ms carry start, on the bench's clock as the lab's
+               took is);
+      "share": at t * T2_sim / T2_lab, the same share of the two-rail work (the row's
+               times on the model's clock);
       None:    at t.
     stamp_delay: seconds from the file's cut stamps to the cut (bench_cuts). near: the
     bench's ideal from the K collectives around each cut (bench_cuts).
@@ -344,8 +347,13 @@ def compare(path, rates_gbps=(0.4, 0.4), hosts=4, align="snapshot", stamp_delay=
                             at * t2 / 1e3 / v["two_rail"], **kw)
             elif align == "start":
                 p = predict(hosts, list(rates_gbps), size, h, rail, at - start, **kw)
-                # the model's vote stands for the lab's closing vote: `end` is not added
-                p["extra_ms"] = (start + p["took_ms"] / 1e3 - ideal) * 1e3
+                # on the bench's clock, as the lab's took is: every time `start` later (the
+                # model's vote stands for the lab's closing vote: `end` is not added)
+                for k in ("took_ms", "detected_ms", "live_done_ms"):
+                    p[k] += start * 1e3
+                p["start_ms"] = start * 1e3
+                p["extra_sim_ideal_ms"] = p["extra_ms"]
+                p["extra_ms"] = p["took_ms"] - ideal * 1e3
             else:
                 p = predict(hosts, list(rates_gbps), size, h, rail, at, **kw)
             p.update(lab)
