@@ -301,8 +301,11 @@ def compare(path, rates_gbps=(0.4, 0.4), hosts=4, align="snapshot", stamp_delay=
                predicted is the hit collective, from the code's order, the machine's copy
                rate and the run's unhit collectives, never from the cuts;
       "start": at t - start (start_offset: the data moves `start` after rank 0's clock
-               starts); the hit collective then ends at start + the model's end;
-      "share": at t * T2_sim / T2_lab, the same share of the two-rail work;
+               starts); the hit collective then ends at start + the model's end (took_ms,
+               detected_ms and live_done_ms carry start, on the bench's clock as the lab's
+               took is);
+      "share": at t * T2_sim / T2_lab, the same share of the two-rail work (the row's
+               times on the model's clock);
       None:    at t.
     stamp_delay: seconds from the file's cut stamps to the cut (bench_cuts). near: the
     bench's ideal from the K collectives around each cut (bench_cuts).
@@ -319,34 +322,41 @@ def compare(path, rates_gbps=(0.4, 0.4), hosts=4, align="snapshot", stamp_delay=
         if kw.get("rph", 1) > 1 and size <= LAZY_MAX_BYTES:
             continue  # the lazy model has one rank per host
         for (at, h, rail, ex), lag, took in zip(v["cuts"], v["lags"], v["took"]):
-            snap = (snapshot_s(size, snapshot_bps, hosts * kw.get("rph", 1))
-                    if align == "snapshot" else 0.0)
-            st = _starts(snap, lag, v["ref_lag"], size) if align == "snapshot" else {}
-            p = predict(hosts, list(rates_gbps), size, h, rail, at, **st, **kw)
-            lab_at = at
-            if align == "snapshot" and not p.get("lazy"):
-                # the bench's extra: the model's hit collective (on the bench's clock)
-                # against the bench's own ideal, from its reference medians, which carry
-                # what the model's references lack (the closing vote, the return, a rate a
-                # little below the model's: 57 ms on 64 MiB two-rail medians against the
-                # snapshot's 38). The model's own ideal: extra_sim_ideal_ms
-                before = min(max(lab_at, 0.0), v["two_rail"])
-                ideal = before + (1 - before / v["two_rail"]) * v["one_rail"]
-                p["extra_sim_ideal_ms"] = p["extra_ms"]
-                p["extra_ms"] = p["took_ms"] - ideal * 1e3
-            p["measured_took_ms"] = took * 1e3
-            if align == "share" and at > 0:
-                at = at * p["two_rail_ms"] / 1e3 / v["two_rail"]
-                p = predict(hosts, list(rates_gbps), size, h, rail, at, **kw)
+            # the lab's side of the cut, apart from the model's: start and share predict the
+            # cut again, and the row is the last prediction plus these
+            lab = {"measured_took_ms": took * 1e3, "lab_at_ms": at * 1e3, "mode": mode,
+                   "measured_ms": ex * 1e3}
+            # the bench's ideal, on its clock, from its reference medians
+            before = min(max(at, 0.0), v["two_rail"])
+            ideal = before + (1 - before / v["two_rail"]) * v["one_rail"]
+            if align == "snapshot":
+                snap = snapshot_s(size, snapshot_bps, hosts * kw.get("rph", 1))
+                st = _starts(snap, lag, v["ref_lag"], size)
+                p = predict(hosts, list(rates_gbps), size, h, rail, at, **st, **kw)
+                if not p.get("lazy"):
+                    # the bench's extra: the model's hit collective (on the bench's clock)
+                    # against the bench's own ideal, from its reference medians, which carry
+                    # what the model's references lack (the closing vote, the return, a rate
+                    # a little below the model's: 57 ms on 64 MiB two-rail medians against
+                    # the snapshot's 38). The model's own ideal: extra_sim_ideal_ms
+                    p["extra_sim_ideal_ms"] = p["extra_ms"]
+                    p["extra_ms"] = p["took_ms"] - ideal * 1e3
+            elif align == "share" and at > 0:
+                t2 = predict(hosts, list(rates_gbps), size, h, rail, at, **kw)["two_rail_ms"]
+                p = predict(hosts, list(rates_gbps), size, h, rail,
+                            at * t2 / 1e3 / v["two_rail"], **kw)
             elif align == "start":
                 p = predict(hosts, list(rates_gbps), size, h, rail, at - start, **kw)
-                # the bench's ideal, on its clock, from its reference medians
-                before = min(max(lab_at, 0.0), v["two_rail"])
-                ideal = before + (1 - before / v["two_rail"]) * v["one_rail"]
-                # the model's vote stands for the lab's closing vote: `end` is not added
-                p["extra_ms"] = (start + p["took_ms"] / 1e3 - ideal) * 1e3
-            p["lab_at_ms"] = lab_at * 1e3
-            p.update(mode=mode, measured_ms=ex * 1e3)
+                # on the bench's clock, as the lab's took is: every time `start` later (the
+                # model's vote stands for the lab's closing vote: `end` is not added)
+                for k in ("took_ms", "detected_ms", "live_done_ms"):
+                    p[k] += start * 1e3
+                p["start_ms"] = start * 1e3
+                p["extra_sim_ideal_ms"] = p["extra_ms"]
+                p["extra_ms"] = p["took_ms"] - ideal * 1e3
+            else:
+                p = predict(hosts, list(rates_gbps), size, h, rail, at, **kw)
+            p.update(lab)
             rows.append(p)
             meas.append(ex * 1e3)
             pred.append(p["extra_ms"])
