@@ -575,6 +575,16 @@ def test_service_stops_on_sigterm_under_a_flood(tmp_path):
         p.wait()
 
 
+def test_server_spin_defaults_to_none_and_reads_back_whole_microseconds():
+    srv = _ina.Server("127.0.0.1", 0)
+    try:
+        assert srv.spin == 0
+        srv.set_spin(50 * 1e-6)   # 49.99... us: stored as 50, not cut to 49
+        assert round(srv.spin * 1e6, 6) == 50
+    finally:
+        srv.close()
+
+
 # ---- lab: the service in a switch namespace, loss by nftables (root) ------------------------
 @pytest.mark.timeout(120)
 def test_lab_ina_service_with_loss(lab_factory):
