@@ -497,13 +497,14 @@ def test_silent_address_times_out_naming_it():
         s.close()
 
 
-def _serve(tmp_path, *extra):
-    """`nezha ina serve` in its own process on a free port: (process, port)."""
+def _serve(tmp_path, *extra, log=None):
+    """`nezha ina serve` in its own process on a free port: (process, port). log: a file
+    for its stderr (the start line, the counters)."""
     ready = tmp_path / "ready"
     env = dict(os.environ, PYTHONPATH=HERE)
     p = subprocess.Popen([sys.executable, "-m", "nezha", "ina", "serve", "--addr", "127.0.0.1",
                           "--port", "0", "--ready-file", str(ready), *extra], env=env,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                         stdout=subprocess.DEVNULL, stderr=log or subprocess.DEVNULL)
     deadline = time.monotonic() + 20
     while not ready.exists():
         if p.poll() is not None or time.monotonic() >= deadline:
@@ -573,6 +574,58 @@ def test_service_stops_on_sigterm_under_a_flood(tmp_path):
         stop.set()
         p.kill()
         p.wait()
+
+
+_POLICY = {"batch": os.SCHED_BATCH, "other": os.SCHED_OTHER, "idle": os.SCHED_IDLE}
+
+
+@pytest.mark.parametrize("extra, sched, spin", [
+    ((), "batch", 0),                                      # the defaults
+    (("--sched", "other", "--spin-us", "50"), "other", 50),  # a box of its own
+    (("--sched", "idle",), "idle", 0),
+])
+def test_serve_scheduling_policy_and_spin(tmp_path, extra, sched, spin):
+    """`nezha ina serve` runs as SCHED_BATCH with no spin unless told otherwise (a service
+    woken under the normal policy preempted the rank that had just sent to it, and its 50 us
+    spin held a CPU a queued rank needed): every thread of the running process (the --stats
+    reporter too) has the policy, the start line says it and the spin, and it still serves."""
+    with open(tmp_path / "log", "w") as log:
+        p, port = _serve(tmp_path, "--stats", "30", *extra, log=log)
+    try:
+        tids = [int(t) for t in os.listdir(f"/proc/{p.pid}/task")]
+        assert len(tids) >= 2   # the main thread and the --stats reporter
+        assert {os.sched_getscheduler(t) for t in tids} == {_POLICY[sched]}
+        assert f"sched {sched}, spin {spin} us," in (tmp_path / "log").read_text()
+        cs = on_ranks(2, lambda r: InaClient(("127.0.0.1", port), secret=SECRET, rank=r, size=2,
+                                             timeout=5.0))
+        check_allreduce(cs, DType.FLOAT32, ReduceOp.SUM, 3000)
+        for c in cs:
+            c.close()
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_serve_options_parse_and_bad_sched_is_a_usage_error(capsys):
+    from nezha.rails.ina import cli
+    a = cli._parser().parse_args(["serve"])
+    assert (a.sched, a.spin_us) == ("batch", 0)
+    a = cli._parser().parse_args(["serve", "--sched", "other", "--spin-us", "50"])
+    assert (a.sched, a.spin_us) == ("other", 50)
+    with pytest.raises(SystemExit) as e:
+        cli.main(["serve", "--sched", "fifo"])
+    assert e.value.code == 2
+    assert "argument --sched: invalid choice: 'fifo'" in capsys.readouterr().err
+
+
+def test_server_spin_defaults_to_none_and_reads_back_whole_microseconds():
+    srv = _ina.Server("127.0.0.1", 0)
+    try:
+        assert srv.spin == 0
+        srv.set_spin(50 * 1e-6)   # 49.99... us: stored as 50, not cut to 49
+        assert round(srv.spin * 1e6, 6) == 50
+    finally:
+        srv.close()
 
 
 # ---- lab: the service in a switch namespace, loss by nftables (root) ------------------------

@@ -232,8 +232,14 @@ cdef class Server:
         self.s.stop = 1
 
     def set_spin(self, double seconds):
-        """After a datagram, keep looking this long before sleeping in poll() (0: never)."""
-        self.s.spin_us = <int64_t>(seconds * 1e6)
+        """After a datagram, keep looking this long before sleeping in poll() (0, the
+        default: never)."""
+        self.s.spin_us = <int64_t>(seconds * 1e6 + 0.5)  # 50 * 1e-6 * 1e6 is 49.99...
+
+    @property
+    def spin(self):
+        """The spin set_spin set, in seconds (0: none)."""
+        return self.s.spin_us * 1e-6
 
     def die_at(self, uint32_t seq, uint32_t chunk):
         """Test hook: hear nothing more, and stop, at the first datagram of a job's
@@ -428,7 +434,7 @@ cdef class Client:
 
     def set_spin(self, double seconds):
         """Before sleeping in poll() for results, keep looking this long (0: never)."""
-        self.c.spin_us = <int64_t>(seconds * 1e6)
+        self.c.spin_us = <int64_t>(seconds * 1e6 + 0.5)
 
     def set_late(self, double seconds):
         """How long a rank waits past the no-progress timeout while the service answers and
