@@ -710,7 +710,9 @@ def summarize(doc_runs, systems_meta, nranks):
 def _nezha_defaults():
     from nezha.config import Config
     cfg = Config.load({})
-    return {"MIN_RAIL_PIECE": int(cfg["MIN_RAIL_PIECE"])}
+    from nezha.costmodel import CostModel
+    return {"MIN_RAIL_PIECE": int(cfg["MIN_RAIL_PIECE"]),
+            "HOT_CAP": hasattr(CostModel, "_capped")}  # a hot split bounded by the prior
 
 
 def build_document(lab, systems, opts, runs, lat_runs, reps, wall, started, command, mptcp_info,

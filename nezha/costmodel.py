@@ -69,6 +69,7 @@ class CostModel:
         self.pending_count = 0
         self.syncs = 0
         self.version = 0   # bumped whenever a plan could change (plan cache key)
+        self.cap_hot = True  # _capped; off only to replay runs made before it (sim)
 
     # ---- local recording (not used for planning until synced) ------------------------
 
@@ -191,7 +192,7 @@ class CostModel:
         rates, state = self.rates(key)
         if state == HOT and any(m and r is None for m, r in zip(mask, self.buckets[key].rho)):
             rates = self.prior()  # a channel this bucket never ran on: no share of 0 for ever
-        elif state == HOT:
+        elif state == HOT and self.cap_hot:
             rates = self._capped(rates, mask)
         return self._normalize(rates, mask)
 

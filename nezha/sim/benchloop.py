@@ -48,6 +48,14 @@ PROBE_CALLS = 2  # bench/_common.PROBE_CALLS
 PIECE_64K_UNTIL = "2026-11-24T08:50"
 
 
+def planner_then(pl, doc):
+    """The planner as the run's code had it: runs whose compare document does not record
+    HOT_CAP split hot buckets by their own rates alone (a slow shaped rail's burst drew
+    256-512 KiB onto it); CostModel._capped bounds them by the prior since."""
+    pl.model.cap_hot = bool((doc.get("nezha_defaults") or {}).get("HOT_CAP"))
+    return pl
+
+
 def lab_overrides(doc, run=None):
     """The configuration a lab run's planner had, as far as the replay needs it: ring from
     64 KiB (NEZHA_ALGO=ring) and its minimum rail piece."""
@@ -167,7 +175,8 @@ def replays(doc, system, rails, alpha, min_size=64 << 10, probe=True, refill=Tru
                 bk.tokens[:] = 0.0
             # what the lab ran: ring from 64 KiB, 1 MiB failover pieces, the prior the
             # probe found (equal without one)
-            pl = N.make_planner(n, host_of, len(rails), None, 1, lab_overrides(doc, run))
+            pl = planner_then(N.make_planner(n, host_of, len(rails), None, 1,
+                                             lab_overrides(doc, run)), doc)
             pl.piece_bytes = 1 << 20
             if probe:
                 seed_probe(pl, run["doc"], rails)

@@ -179,8 +179,8 @@ def cmd_lab(a):
         fab = F.MultiRail(n, len(rails), rates, 0.0, cpu_cost=cpu)
         host_of = fab.place(n)
         alpha = [C.alpha_of(cal, r * 1e9 / 8) for r in rates]
-        pl = N.make_planner(n, host_of, len(rails), [r * 1e9 / 8 for r in rates], 1,
-                            BL.lab_overrides(doc))  # what the lab ran: ring from 64 KiB
+        pl = BL.planner_then(N.make_planner(n, host_of, len(rails), [r * 1e9 / 8 for r in rates],
+                                            1, BL.lab_overrides(doc)), doc)  # what the lab ran
         alpha_r = [C.alpha_of(cal, rates_bps[i] / 8) for i in rails]
         rep = BL.replays(doc, system, rails, alpha_r, size(a.min_size), probe=a.probe_seed,
                          refill=a.refill) if a.replay else None
