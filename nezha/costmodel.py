@@ -18,6 +18,13 @@ States of a bucket (seeds §1.5, "cold/hot start"):
   HOT   split by the bucket's own rates.
 A channel whose rate moves by more than SHIFT_FACTOR for SHIFT_SYNCS syncs in a row (a rail
 slowed down or sped up), or that joins or leaves, sends every bucket back to COLD.
+
+The sync interval (sync_bytes) starts at SYNC_BYTES. A sync in which every bucket it carries
+was HOT already and no channel's rate moved by SHIFT_FACTOR doubles it, up to SYNC_BYTES_MAX
+(a steady model is only kept up to date, and each sync is a collective of its own: issue
+14 found 4 of them, 5.5-9.4 ms, in every DDP step); any other sync (a COLD bucket in it, a
+rate shift) and a channel joining or leaving set it back. It follows synced state only, so
+every rank syncs at the same point.
 """
 import collections
 import math
@@ -32,7 +39,8 @@ SHIFT_FACTOR = 1.8  # rate change that counts as a shift (either way)
 SHIFT_SYNCS = 2     # consecutive shifted syncs before every bucket goes COLD
 HYSTERESIS = 0.01   # ignore split changes smaller than this share of the payload
 EQUAL_BAND = 0.03   # shares this close to equal are made exactly equal (Ethereal)
-SYNC_BYTES = 8 << 20  # striped bytes between syncs
+SYNC_BYTES = 8 << 20  # striped bytes between syncs (while the model is not steady)
+SYNC_BYTES_MAX = 32 << 20  # ... doubled by each steady sync up to this
 SYNC_COUNT = 64       # ... or this many recorded collectives
 GLOBAL_MIN_BYTES = 256 << 10  # slices at least this large feed the overall (prior) rate
 LEARN_BYTES = 256 << 10     # while a bucket is cold, sync after this much striped traffic
@@ -68,6 +76,7 @@ class CostModel:
         self.pending_bytes = 0
         self.pending_count = 0
         self.syncs = 0
+        self.sync_bytes = SYNC_BYTES  # the interval in force (identical on every rank)
         self.version = 0   # bumped whenever a plan could change (plan cache key)
         self.cap_hot = True  # _capped; off only to replay runs made before it (sim)
 
@@ -93,7 +102,7 @@ class CostModel:
         hot one is only kept up to date."""
         if not self.pending_count:
             return False
-        if self.pending_bytes >= SYNC_BYTES or self.pending_count >= SYNC_COUNT:
+        if self.pending_bytes >= self.sync_bytes or self.pending_count >= SYNC_COUNT:
             return True
         return self.pending_bytes >= LEARN_BYTES and any(
             self.state(k) == COLD for k in self.pending)
@@ -115,9 +124,11 @@ class CostModel:
         """Update rates from the ranks' summed times (the same on every rank)."""
         self.syncs += 1
         shift = [False] * self.nchan
+        steady = bool(keys)  # every bucket of this sync HOT already, no rate shift
         for i, k in enumerate(keys):
             nbytes, _, count = self.pending[k]
             b = self.buckets.setdefault(k, Bucket(self.nchan))
+            steady = steady and b.state == HOT
             for c in range(self.nchan):
                 secs = summed[i * self.nchan + c] / nranks
                 if not nbytes[c] or secs <= 0:
@@ -135,6 +146,9 @@ class CostModel:
                 b.state = HOT
                 log.info("PLAN", f"bucket {_key_text(k)} COLD -> HOT (rates "
                          f"{self._rates_text(b.rho)})")
+        # from what every rank applied alike (the summed times), never from local timings
+        steady = steady and not any(shift)
+        self.sync_bytes = min(2 * self.sync_bytes, SYNC_BYTES_MAX) if steady else SYNC_BYTES
         for c in range(self.nchan):
             self.shifted[c] = self.shifted[c] + 1 if shift[c] else 0
             if self.shifted[c] >= SHIFT_SYNCS:
@@ -159,6 +173,7 @@ class CostModel:
         """Every bucket back to COLD (a rail joined, left or changed speed)."""
         for b in self.buckets.values():
             b.state, b.samples, b.rho = COLD, 0, [None] * self.nchan
+        self.sync_bytes = SYNC_BYTES
         self.version += 1
         log.info("PLAN", f"all buckets -> COLD: {why}")
 
@@ -262,7 +277,7 @@ class CostModel:
 
     def summary(self):
         """Rates and states for comm.stats()."""
-        return {"syncs": self.syncs,
+        return {"syncs": self.syncs, "sync_bytes": self.sync_bytes,
                 "rates_mbps": {self.names[c]: (None if r is None else round(float(r) * 8e-6, 1))
                                for c, r in enumerate(self.rho)},
                 "buckets": {_key_text(k): {"state": b.state,

@@ -175,6 +175,63 @@ def test_sync_is_due_at_the_same_point_for_everyone():
     assert n == costmodel.SYNC_BYTES // (1 << 20)
 
 
+def _hot_model(key, rates=(50e6, 50e6)):
+    m = CostModel(2, ["a", "b"])
+    for _ in range(costmodel.K_WARM):
+        _sync_after(m, key, rates)
+    assert m.state(key) == HOT
+    return m
+
+
+def _sync_after(m, key, rates, nranks=4):
+    """Record 1 MiB collectives (halves at the given rates) until a sync is due, then sync
+    as every rank would; returns the MiB recorded."""
+    n = 0
+    while True:
+        m.record(key, [512 << 10, 512 << 10], [int(1e9 * (512 << 10) / r) for r in rates])
+        n += 1
+        if m.sync_due():
+            break
+    keys = m.sync_keys()
+    m.apply(keys, m.sync_vector(keys) * nranks, nranks)
+    return n
+
+
+def test_a_steady_hot_model_doubles_its_sync_interval():
+    """Issue 14: every sync is a collective of its own (4 per DDP step). A sync whose buckets
+    were all HOT, with no rate shift, doubles the striped bytes to the next, up to
+    SYNC_BYTES_MAX; the state behind it is the synced one (the same on every rank)."""
+    key = bucket_of("allreduce", 1 << 20)
+    m = _hot_model(key)  # the sync that made it HOT was not steady: 8 MiB to the next
+    got = [_sync_after(m, key, (50e6, 50e6)) for _ in range(4)]
+    assert got == [8, 16, 32, 32] and costmodel.SYNC_BYTES_MAX == 32 << 20
+    assert m.summary()["sync_bytes"] == 32 << 20
+
+
+@pytest.mark.parametrize("why", ["cold bucket", "rate shift", "channel change"])
+def test_the_sync_interval_goes_back_on_any_change(why):
+    """A COLD bucket in a sync, a channel whose rate moved by SHIFT_FACTOR (even one sync,
+    before the buckets go COLD), a channel joining or leaving: back to SYNC_BYTES."""
+    key = bucket_of("allreduce", 1 << 20)
+    m = _hot_model(key)
+    for _ in range(3):
+        _sync_after(m, key, (50e6, 50e6))
+    assert m.sync_bytes == costmodel.SYNC_BYTES_MAX
+    if why == "cold bucket":  # a new size: synced early (LEARN_BYTES), and it resets
+        other = bucket_of("allreduce", 4 << 20)
+        m.record(other, [2 << 20, 2 << 20], [40_000_000, 40_000_000])
+        assert m.sync_due()
+        keys = m.sync_keys()
+        m.apply(keys, m.sync_vector(keys) * 4, 4)
+    elif why == "rate shift":
+        _sync_after(m, key, (50e6, 10e6))
+        assert m.state(key) == HOT  # one shifted sync: the buckets stay, the interval not
+    else:
+        m.set_channels([True, False])
+    assert m.sync_bytes == costmodel.SYNC_BYTES
+    assert _sync_after(m, key, (50e6, 10e6) if why == "rate shift" else (50e6, 50e6)) <= 8
+
+
 @pytest.mark.parametrize("ranks", [1, 2, 3, 4, 5, 8])
 def test_latency_algorithms_for_small_payloads(ranks):
     """Below the threshold: recursive doubling for allreduce and reduce; allgather and
