@@ -3,6 +3,8 @@
 Accepted: numpy arrays, anything with the buffer protocol (bytearray, memoryview,
 array.array) and CPU DLPack objects such as torch tensors (bfloat16 included).
 """
+import threading
+
 import numpy as np
 
 from nezha.types import DType, dtype_from_numpy
@@ -62,6 +64,58 @@ def _from_dlpack(obj, name):
         return np.from_dlpack(obj), None
     except (RuntimeError, TypeError, BufferError) as exc:
         raise TypeError(f"nezha: {name}: cannot use this DLPack object: {exc}") from None
+
+
+class Spares:
+    """The library's own buffers, one owner, keyed by name.
+
+    get(name, nbytes): the one buffer of that name, shared by every call that names it
+      (reduce's sink, broadcast's zeros, the failover snapshot taken at run start). Made
+      zero-filled, reused (no page faults), it only grows: cached schedules point into it
+      and plan cache keys hold its address.
+    lend(name, nbytes) / give_back(name, buf): a buffer of that name for one holder alone
+      until it gives it back (the failover snapshots taken when calls are posted, several
+      queued at once), the smallest free one that fits, else a new one while all lent
+      buffers together (free or not) stay within `cap` bytes (free ones are dropped to make
+      room), else None (nothing dropped). Any thread may lend and give back."""
+
+    def __init__(self, cap):
+        self.cap = int(cap)
+        self._named = {}
+        self._free = {}       # name -> [buffers given back]
+        self._lent = 0        # bytes of every lendable buffer, free or lent
+        self._lock = threading.Lock()
+
+    def get(self, name, nbytes):
+        buf = self._named.get(name)
+        if buf is None or buf.nbytes < nbytes:
+            buf = self._named[name] = np.zeros(max(nbytes, 4096), np.uint8)
+        return buf[:nbytes]
+
+    def lend(self, name, nbytes):
+        """A uint8 buffer of at least nbytes, this caller's until give_back; or None."""
+        with self._lock:
+            free = self._free.setdefault(name, [])
+            fits = [(b.nbytes, i) for i, b in enumerate(free) if b.nbytes >= nbytes]
+            if fits:
+                return free.pop(min(fits)[1])
+            size = max(nbytes, 4096)
+            idle = sum(b.nbytes for bufs in self._free.values() for b in bufs)
+            if self._lent - idle + size > self.cap:
+                return None  # not even with every free one dropped
+            for bufs in self._free.values():
+                while bufs and self._lent + size > self.cap:
+                    self._lent -= bufs.pop(0).nbytes  # the oldest first
+            self._lent += size
+        return np.empty(size, np.uint8)
+
+    def give_back(self, name, buf):
+        with self._lock:
+            self._free.setdefault(name, []).append(buf)
+
+    def lent_bytes(self):
+        """Bytes of the lendable buffers (free or lent): never more than cap."""
+        return self._lent
 
 
 from nezha._core.engine import address  # noqa: E402,F401  (re-exported: first byte of a buffer)

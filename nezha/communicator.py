@@ -11,11 +11,11 @@ from nezha import log
 from nezha._core import engine as _eng
 from nezha.algorithms import slices
 from nezha.bootstrap import discover
-from nezha.buffers import address, as_array
+from nezha.buffers import Spares, address, as_array
 from nezha.config import Config
 from nezha.errors import InvalidUsageError, NezhaError
 from nezha.diagnose import Diagnose
-from nezha.executor import Executor
+from nezha.executor import PRESNAP_POOL_BYTES, Executor
 from nezha.failover import LAZY_MAX_BYTES, Failover
 from nezha.mesh import Mesh
 from nezha.planner import ALGO_DIRECT, ALGO_NAMES, ALGO_RD, ALGO_TREE, Plan, Planner
@@ -170,7 +170,7 @@ class Communicator(Executor, Diagnose):
         self._p2p_out = collections.Counter()
         self._p2p_in = collections.Counter()
         self._cache = {}  # (call, buffers, model version) -> (schedule, plan)
-        self._spares = {}  # name -> library-owned buffer (_spare)
+        self._spares = Spares(PRESNAP_POOL_BYTES)  # the library's own buffers (_spare)
         # repeated blocking collectives on the same buffers (fastpath.pxi)
         self._fast = _eng.FastPath(self._st, self._engine, self.planner.model,
                                    self._failover)
@@ -385,11 +385,9 @@ class Communicator(Executor, Diagnose):
 
     def _spare(self, name, nbytes):
         """A library-owned buffer of nbytes (zero-filled when made), reused across calls.
-        Cached schedules point into it: it only grows, and plan cache keys hold its address."""
-        buf = self._spares.get(name)
-        if buf is None or buf.nbytes < nbytes:
-            buf = self._spares[name] = np.zeros(max(nbytes, 4096), np.uint8)
-        return buf[:nbytes]
+        Cached schedules point into it: it only grows, and plan cache keys hold its address.
+        (Spares.get; the buffers a request holds alone come from the same pool: Spares.lend)"""
+        return self._spares.get(name, nbytes)
 
     def allgather(self, sendbuf, recvbuf):
         """Gather every rank's sendbuf into recvbuf (rank i's at block i) on all ranks."""

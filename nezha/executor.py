@@ -20,6 +20,8 @@ from nezha.request import Request
 from nezha.algorithms import slices
 from nezha.types import DType, ReduceOp, dtype_from_numpy
 
+PRESNAP_POOL_BYTES = 256 << 20  # failover snapshots taken at post time, all held at once
+
 
 class Executor:
     """Mixin of Communicator: the queue, the progress thread and one request's run."""
