@@ -171,6 +171,9 @@ class Communicator(Executor, Diagnose):
         self._p2p_in = collections.Counter()
         self._cache = {}  # (call, buffers, model version) -> (schedule, plan)
         self._spares = Spares(PRESNAP_POOL_BYTES)  # the library's own buffers (_spare)
+        self._writing = {}     # posted, unfinished requests -> spans they may write (failover)
+        self._nsnaps = [0, 0]  # failover snapshots of posted calls' in-place inputs: taken
+        #                        when posted, at the run (stats()["snapshots"])
         # repeated blocking collectives on the same buffers (fastpath.pxi)
         self._fast = _eng.FastPath(self._st, self._engine, self.planner.model,
                                    self._failover)
@@ -233,6 +236,7 @@ class Communicator(Executor, Diagnose):
                 "alive": {self._mesh.chan_name(c): a for c, a in enumerate(self.planner.alive)},
                 "failover": self._failover, "events": list(self._events),
                 "fast_path_calls": self._fast.hits, "votes": self._st.votes,
+                "snapshots": {"at_post": self._nsnaps[0], "at_run": self._nsnaps[1]},
                 "vote_resends": self._engine.vote_counts()[0],
                 "zerocopy": self._engine.zerocopy_counts(),
                 "tx_kicks": self._engine.tx_kicks(),

@@ -6,7 +6,9 @@ from nezha.errors import NezhaTimeout
 
 class Request:
     """A collective in flight: test() polls, wait() blocks (with a timeout) and returns
-    the result buffer or raises the operation's error."""
+    the result buffer or raises the operation's error. Its buffers are the operation's
+    until it finished: the caller must not change them before (with failover an in-place
+    input may be copied when the call is posted, for a re-run: executor._presnap)."""
 
     def __init__(self, comm, name, seq, result=None):
         self.comm = comm
@@ -23,9 +25,15 @@ class Request:
         self.fast = None            # (the user's sendbuf and recvbuf, their views, input the
         #                             run reads, op, output must be writeable, library buffer
         #                             the run writes or None): for the fast path (fastpath.pxi)
+        self.presnap = None         # (lent buffer, view): its failover snapshot, taken when
+        #                             it was posted (executor._presnap)
+        self.spans = None           # posted with failover: what it may write into
         self._done = False
 
     def _finish(self, error=None):
+        if self.spans is not None:  # forgotten before anyone sees it done (executor._forget)
+            self.spans = None
+            self.comm._forget(self)
         self.error = error
         self.schedule = None
         self.keep = ()

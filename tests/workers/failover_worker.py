@@ -117,6 +117,22 @@ def kept(comm, i):
     return int(wrong)
 
 
+def queued(comm, i):
+    """Four in-place iallreduces queued at once (their failover snapshots taken when posted,
+    executor._presnap), the fourth on the first one's buffer (its snapshot waits for its
+    run); returns how many came out wrong."""
+    r, n = comm.rank, comm.size
+    count = 100_003 + i % 3  # int64: ~800 KiB, above the lazy limit: each one votes
+    base = (np.arange(count) * 3 + i) % 7
+    bufs = [(base + k + r).astype(np.int64) for k in range(3)]
+    reqs = [comm.iallreduce(b) for b in bufs] + [comm.iallreduce(bufs[0])]
+    for q in reqs:
+        q.wait(120)
+    want = [base * n + n * k + n * (n - 1) // 2 for k in range(3)]
+    want[0] = want[0] * n
+    return sum(int(not np.array_equal(b, w)) for b, w in zip(bufs, want))
+
+
 _KEPT = {}
 WAIT_S = 60  # the driver answers within seconds; a lost driver must not hang the ranks
 
@@ -188,6 +204,8 @@ def main(stop, kind):
                 wrong += small(comm, done)
             elif kind == "kept":
                 wrong += kept(comm, done)
+            elif kind == "queued":
+                wrong += queued(comm, done)
             elif which == 0:
                 a = base + r
                 comm.allreduce(a)
@@ -211,7 +229,9 @@ def main(stop, kind):
                 open(os.path.join(os.environ["TEST_READY_DIR"], f"ready.{r}"), "w").close()
         st = comm.stats()
         report(dict(error=None, wrong=wrong, done=done, events=st["events"],
-                    alive=st["alive"], fast=st["fast_path_calls"]))
+                    alive=st["alive"], fast=st["fast_path_calls"],
+                    snaps=[st["snapshots"][k] for k in ("at_post", "at_run")]
+                    if "snapshots" in st else None))
     except nezha.NezhaError as exc:
         if os.environ.get("TEST_DEBUG"):
             print("ENDPOINTS", comm._engine.endpoint_bytes(), comm._engine.endpoint_kinds(),

@@ -1,0 +1,117 @@
+"""One rank of tests/test_presnap.py (two loop rails: failover on): when the failover snapshot
+of an in-place input is taken (executor._presnap), and that finished requests leave nothing
+behind. Prints RESULT {json}: the checks that failed (empty when all held) and counters."""
+import gc
+import sys
+import time
+import weakref
+
+import numpy as np
+
+import nezha
+from tests._result import report
+
+N = 100_003  # int64: 800 KiB, above the lazy limit (failover.LAZY_MAX_BYTES): never lazy
+
+
+def _snaps(comm):
+    s = comm.stats()["snapshots"]
+    return s["at_post"], s["at_run"]
+
+
+def _inp(r, k):
+    return (np.arange(N, dtype=np.int64) % 97) * (k + 1) + r
+
+
+def _sum(n, k):
+    return sum(_inp(q, k) for q in range(n))
+
+
+def posted(comm, bad):
+    """Distinct buffers: each copy taken by iallreduce itself (the counter moved before it
+    returned), none at the runs; results exact."""
+    r, n = comm.rank, comm.size
+    xs = [_inp(r, k) for k in range(4)]
+    reqs = []
+    for k, x in enumerate(xs):
+        before = _snaps(comm)[0]
+        reqs.append(comm.iallreduce(x))
+        if _snaps(comm)[0] != before + 1:
+            bad.append(f"posted {k}: at_post {before} -> {_snaps(comm)[0]}")
+    for req in reqs:
+        req.wait(60)
+    for k, x in enumerate(xs):
+        if not np.array_equal(x, _sum(n, k)):
+            bad.append(f"posted {k}: wrong result")
+    if _snaps(comm) != (4, 0):
+        bad.append(f"posted: snapshots {_snaps(comm)}, want (4, 0)")
+
+
+def clash(comm, bad):
+    """An earlier unfinished request that writes the buffer (in place on it, or another
+    input's result into it): the copy waits for the run. One that only reads it: none.
+    Rank 1 posts half a second late, so rank 0's first request is unfinished for sure."""
+    r, n = comm.rank, comm.size
+    if r == 1:
+        time.sleep(0.5)
+    x = _inp(r, 0)
+    y, out = _inp(r, 1), np.zeros(N, np.int64)
+    z, zout = _inp(r, 2), np.zeros(N, np.int64)
+    p0, r0 = _snaps(comm)
+    reqs = [comm.iallreduce(x), comm.iallreduce(x),           # the second: at its run
+            comm.iallreduce(y, out), comm.iallreduce(out),    # out written first: at its run
+            comm.iallreduce(z, zout), comm.iallreduce(z)]     # z only read before: posted
+    posted_now = _snaps(comm)[0] - p0
+    for req in reqs:
+        req.wait(60)
+    p1, r1 = _snaps(comm)
+    if r == 0 and (posted_now, p1 - p0, r1 - r0) != (2, 2, 2):
+        bad.append(f"clash: at post {posted_now} / {p1 - p0}, at run {r1 - r0}; want 2, 2, 2")
+    want = [(x, _sum(n, 0) * n), (out, _sum(n, 1) * n), (zout, _sum(n, 2)), (z, _sum(n, 2))]
+    for i, (got, exp) in enumerate(want):
+        if not np.array_equal(got, exp):
+            bad.append(f"clash: result {i} wrong")
+
+
+def forgotten(comm, bad):
+    """Finished requests (and so their inputs, through req.spec) are not kept by the
+    library, also those that finished behind an unfinished one; lent buffers go back."""
+    r, n = comm.rank, comm.size
+    refs = []
+    for step in range(3):
+        a, b = _inp(r, step), np.zeros(N, np.int64)
+        comm.allreduce(a)                              # blocking, in place
+        comm.allreduce(a, b)                           # blocking, out of place
+        reqs = [comm.iallreduce(_inp(r, k)) for k in range(3)]
+        if r == 1 and step == 1:
+            time.sleep(0.3)  # rank 0's later requests wait behind an unfinished one
+        for q in reqs:
+            refs.append(weakref.ref(q.wait(60)))
+        refs += [weakref.ref(a), weakref.ref(b)] + [weakref.ref(q) for q in reqs]
+        del a, b, reqs, q
+    comm.barrier()  # the last lazy collective's input copy is the library's own
+    gc.collect()
+    alive = sum(ref() is not None for ref in refs)
+    if alive:
+        bad.append(f"forgotten: {alive} of {len(refs)} buffers or requests still alive")
+    if comm._writing:
+        bad.append(f"forgotten: {len(comm._writing)} finished requests still listed")
+    if comm._spares.lent_bytes() > 3 * N * 8:  # three in place at once, reused
+        bad.append(f"forgotten: {comm._spares.lent_bytes()} bytes lent")
+
+
+def main(scenario):
+    comm = nezha.Communicator()
+    bad = []
+    try:
+        if not comm._failover:
+            bad.append("failover is off")
+        else:
+            {"posted": posted, "clash": clash, "forgotten": forgotten}[scenario](comm, bad)
+        report(dict(bad=bad, snaps=list(_snaps(comm)) if "snapshots" in comm.stats() else None))
+    finally:
+        comm.close()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
