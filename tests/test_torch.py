@@ -174,6 +174,23 @@ def test_env_from_mpi(monkeypatch):
 def test_train_ddp_mlp_same_losses_as_gloo(tmp_path):
     """examples/train_ddp.py --model mlp (many gradient tensors, one DDP bucket each), tiny:
     over Gloo, then over nezha with --compare-losses on Gloo's per-step losses (1e-4)."""
+    out = _train_ddp_against_gloo(tmp_path, ["--width", "32", "--bucket-mb", "0.004"])
+    assert "DeepMLP(width=32, depth=5)" in out[0] and "6 buckets" in out[0], out[0]
+    assert "losses equal to" in out[1], out[1]
+
+
+def test_train_ddp_mlp_with_failover_same_losses_as_gloo(tmp_path):
+    """The same over two loop rails (failover on) with buckets above the lazy limit: each
+    bucket's in-place input copied when DDP posts it (executor._presnap, in the autograd
+    thread), while earlier buckets run."""
+    out = _train_ddp_against_gloo(tmp_path, ["--width", "384", "--bucket-mb", "0.5"],
+                                  {"NEZHA_RAILS": "loop", "NEZHA_LOOP_RAILS": "2",
+                                   "NEZHA_RAIL_TIMEOUT": "5"})
+    assert "6 buckets of <= 0.5 MiB" in out[0], out[0]
+    assert "losses equal to" in out[1], out[1]
+
+
+def _train_ddp_against_gloo(tmp_path, args, nezha_env=None):
     out = []
     for backend in ("gloo", "nezha"):
         env = dict(os.environ, PYTHONPATH=ROOT, NEZHA_SOCKET_IFNAME="lo",
@@ -182,16 +199,16 @@ def test_train_ddp_mlp_same_losses_as_gloo(tmp_path):
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
                "--master-addr", "127.0.0.1", "--master-port", str(_free_port()),
                os.path.join(ROOT, "examples", "train_ddp.py"), "--backend", backend,
-               "--model", "mlp", "--width", "32", "--depth", "5", "--bucket-mb", "0.004",
+               "--model", "mlp", "--depth", "5", *args,
                "--steps", "8", "--warmup", "2", "--batch", "4",
                "--losses", str(tmp_path / f"{backend}.json")]
         if backend == "nezha":
             cmd += ["--compare-losses", str(tmp_path / "gloo.json")]
+            env.update(nezha_env or {})
         p = subprocess.run(cmd, env=env, text=True, capture_output=True, timeout=120)
         assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
         out.append(p.stdout)
-    assert "DeepMLP(width=32, depth=5)" in out[0] and "6 buckets" in out[0], out[0]
-    assert "losses equal to" in out[1], out[1]
+    return out
 
 
 # ---- point to point: batch_isend_irecv, tags, a 3-rank subgroup -------------------------
