@@ -710,9 +710,11 @@ def summarize(doc_runs, systems_meta, nranks):
 def _nezha_defaults():
     from nezha.config import Config
     cfg = Config.load({})
+    from nezha import costmodel
     from nezha.costmodel import CostModel
     return {"MIN_RAIL_PIECE": int(cfg["MIN_RAIL_PIECE"]),
-            "HOT_CAP": hasattr(CostModel, "_capped")}  # a hot split bounded by the prior
+            "HOT_CAP": hasattr(CostModel, "_capped"),  # a hot split bounded by the prior
+            "SYNC_BYTES_MAX": getattr(costmodel, "SYNC_BYTES_MAX", costmodel.SYNC_BYTES)}
 
 
 def build_document(lab, systems, opts, runs, lat_runs, reps, wall, started, command, mptcp_info,

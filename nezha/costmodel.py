@@ -77,6 +77,7 @@ class CostModel:
         self.pending_count = 0
         self.syncs = 0
         self.sync_bytes = SYNC_BYTES  # the interval in force (identical on every rank)
+        self.sync_max = SYNC_BYTES_MAX  # SYNC_BYTES only to replay runs made before (sim)
         self.version = 0   # bumped whenever a plan could change (plan cache key)
         self.cap_hot = True  # _capped; off only to replay runs made before it (sim)
 
@@ -148,7 +149,7 @@ class CostModel:
                          f"{self._rates_text(b.rho)})")
         # from what every rank applied alike (the summed times), never from local timings
         steady = steady and not any(shift)
-        self.sync_bytes = min(2 * self.sync_bytes, SYNC_BYTES_MAX) if steady else SYNC_BYTES
+        self.sync_bytes = min(2 * self.sync_bytes, self.sync_max) if steady else SYNC_BYTES
         for c in range(self.nchan):
             self.shifted[c] = self.shifted[c] + 1 if shift[c] else 0
             if self.shifted[c] >= SHIFT_SYNCS:

@@ -1,5 +1,7 @@
 """The planner and the cost model without any network: coverage of the buffer, agreement
 between ranks, the cold/hot state machine, hysteresis, small payloads, slow rails."""
+import types
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -206,6 +208,18 @@ def test_a_steady_hot_model_doubles_its_sync_interval():
     got = [_sync_after(m, key, (50e6, 50e6)) for _ in range(4)]
     assert got == [8, 16, 32, 32] and costmodel.SYNC_BYTES_MAX == 32 << 20
     assert m.summary()["sync_bytes"] == 32 << 20
+
+
+def test_a_replay_keeps_the_sync_interval_its_run_had():
+    """nezha sim replays a lab run with the planner its code had (BL.planner_then): a
+    compare document without SYNC_BYTES_MAX in nezha_defaults comes from code that synced
+    every SYNC_BYTES, steady or not."""
+    from nezha.sim import benchloop
+    key = bucket_of("allreduce", 1 << 20)
+    for defaults, want in (({}, [8, 8, 8]), ({"SYNC_BYTES_MAX": 32 << 20}, [8, 16, 32])):
+        m = _hot_model(key)
+        benchloop.planner_then(types.SimpleNamespace(model=m), {"nezha_defaults": defaults})
+        assert [_sync_after(m, key, (50e6, 50e6)) for _ in range(3)] == want, defaults
 
 
 @pytest.mark.parametrize("why", ["cold bucket", "rate shift", "channel change"])

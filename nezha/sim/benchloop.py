@@ -19,6 +19,7 @@ same calls in the same order, from the smallest size the run has at 64 KiB and u
 """
 import numpy as np
 
+from nezha import costmodel
 from nezha.costmodel import GLOBAL_MIN_BYTES
 from nezha.lab import shaping
 from nezha.sim import bucket as B
@@ -51,8 +52,11 @@ PIECE_64K_UNTIL = "2026-11-24T08:50"
 def planner_then(pl, doc):
     """The planner as the run's code had it: runs whose compare document does not record
     HOT_CAP split hot buckets by their own rates alone (a slow shaped rail's burst drew
-    256-512 KiB onto it); CostModel._capped bounds them by the prior since."""
-    pl.model.cap_hot = bool((doc.get("nezha_defaults") or {}).get("HOT_CAP"))
+    256-512 KiB onto it); CostModel._capped bounds them by the prior since. Runs that do
+    not record SYNC_BYTES_MAX synced every SYNC_BYTES, steady or not."""
+    defaults = doc.get("nezha_defaults") or {}
+    pl.model.cap_hot = bool(defaults.get("HOT_CAP"))
+    pl.model.sync_max = int(defaults.get("SYNC_BYTES_MAX", costmodel.SYNC_BYTES))
     return pl
 
 
