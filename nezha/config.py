@@ -296,15 +296,15 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
         "a rank that shares its host with other work, so it is off unless asked for.")),
     Param("MAX_RAILS", "int", "4", bound=">= 1", help=(
         "Largest number of rails one operation stripes its data over.")),
-    Param("MIN_RAIL_PIECE", "size", "32k", help=(
+    Param("MIN_RAIL_PIECE", "size", "64k", help=(
         "Smallest piece of a segment sent on one rail: a segment goes over fewer rails when "
         "splitting it over all of them would give smaller pieces, because per-message costs "
         "then outweigh the extra bandwidth. The pieces are judged by the rails' overall "
         "measured rates (nominal until measured), not by one size's own, so that a rail a "
         "size left out is not kept out by numbers it can no longer update. inf never splits "
-        "a segment. 32k splits 64 KiB over two equal rails; a hot size may not give a rail "
-        "the overall rates find slower a larger share than they do, so a slow shaped rail's "
-        "idle burst no longer draws medium sizes onto it.")),
+        "a segment. 32k splits 64 KiB over two equal rails (about 2x faster with one rank per "
+        "host) but made a hierarchical 64 KiB allreduce with 2 ranks per host 3.5x slower "
+        "(4 hosts x 2 ranks, 2026-11-27), so 64k stays the default.")),
     Param("RAIL_MAX_RATIO", "float", "8", bound=">= 1", help=(
         "Rails slower than the fastest one divided by this ratio are left out of striping, "
         "because the whole segment would wait for their piece. 1 uses only rails as fast as "

@@ -43,9 +43,9 @@ PROBE_CALLS = 2  # bench/_common.PROBE_CALLS
 
 # Runs started before this ran with NEZHA_MIN_RAIL_PIECE=64k (32k was the default for a
 # morning: on 400 + 100 Mbit/s it split 256 KiB and learned the slow rail's share from
-# token-bucket bursts, 2.4x slower; 32k again since the hot split is capped by the prior,
-# CostModel._capped); a run's own NEZHA_MIN_RAIL_PIECE, when its env set one, wins, then the
-# defaults the compare suite records (nezha_defaults).
+# token-bucket bursts, 2.4x slower; the default then and now); a run's own
+# NEZHA_MIN_RAIL_PIECE, when its env set one, wins, then the defaults the compare suite
+# records (nezha_defaults).
 PIECE_64K_UNTIL = "2026-11-24T08:50"
 
 
