@@ -63,7 +63,8 @@ asan: setup asan-build
 asan-build:
 	@mkdir -p build $(ASAN_DIR) && rm -rf $(ASAN_DIR)/nezha && cp -r nezha $(ASAN_DIR)/nezha
 	@find $(ASAN_DIR)/nezha \( -name '*.so' -o -name '__pycache__' \) -prune -exec rm -rf {} +
-	@flock build/.lock env CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -g" \
+	@flock build/.lock env NEZHA_BUILD_OPT=-O0 \
+		CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -g" \
 		LDFLAGS="-fsanitize=address,undefined" \
 		$(PY) setup.py -q build_ext --build-lib $(ASAN_DIR) --build-temp $(ASAN_DIR)/tmp -j 2 \
 		2>&1 | grep -E "error|Error" || true
