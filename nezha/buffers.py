@@ -39,7 +39,8 @@ def as_array(buf, name, writable):
     if dt is None:
         dt = _FAST.get(arr.dtype)  # the common case, one dict lookup
     if dt is None and arr.dtype.kind == "V" and arr.dtype.name == "bfloat16":
-        dt = DType.BFLOAT16  # ml_dtypes' numpy bfloat16
+        # ml_dtypes' numpy bfloat16: its uint16 bits, as for torch's (memoryview refuses 'E')
+        arr, dt = arr.view(np.uint16), DType.BFLOAT16
     if dt is None:
         try:
             dt = dtype_from_numpy(arr.dtype)

@@ -12,7 +12,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = [
     # (ranks, extra environment, full size matrix?)
     (1, {}, True),
-    (2, {}, True),
+    # bfloat16 through torch tensors (DLPack) here; ml_dtypes' numpy bfloat16 elsewhere
+    (2, {"NEZHA_TEST_TORCH": "1"}, True),
     (3, {}, True),
     (4, {}, True),
     (5, {}, False),
@@ -25,7 +26,7 @@ CONFIGS = [
     # shm within "hosts" and tcp across (NEZHA_TEST_HOSTS: the host of each rank), with
     # uneven hosts (1, 2 and 3 ranks: flat ring), even ones (hierarchical), interleaved
     # ranks and odd totals
-    (4, {"NEZHA_RAILS": "tcp"}, True),
+    (4, {"NEZHA_RAILS": "tcp", "NEZHA_TEST_TORCH": "1"}, True),
     (6, {"NEZHA_TEST_HOSTS": "0,1,1,2,2,2"}, True),
     (4, {"NEZHA_TEST_HOSTS": "0,0,1,1"}, True),
     (6, {"NEZHA_TEST_HOSTS": "0,1,0,1,0,1", "NEZHA_SOCKET_NCONNS": "2",

@@ -13,12 +13,14 @@ import pytest
 import nezha
 from nezha.planner import ALGO_HIER
 from nezha.types import DType, ReduceOp
-from tests import oracle
+from tests import bf16, oracle
 
-try:
+# bfloat16 buffers (tests/bf16.py): torch tensors where NEZHA_TEST_TORCH=1 (test_coll_mpi sets
+# it for some worlds), ml_dtypes arrays elsewhere; without either those cases skip
+TORCH = os.environ.get("NEZHA_TEST_TORCH", "0") == "1"
+torch = None
+if TORCH:
     import torch
-except ImportError:  # bfloat16 buffers come from torch; without it those cases skip
-    torch = None
 
 SMALL = [0, 1, 2, 3, 7, 31, 97, 1009]
 LARGE = [4099, 65537, 262147]   # 262147 float32 = 4 segments of 256 KiB + a prime tail
@@ -102,18 +104,18 @@ def test_transports_and_algorithm_follow_the_hosts(world):
 
 
 def wrap(storage, dt):
-    """A buffer nezha accepts holding storage's bits (bfloat16 via a torch tensor)."""
+    """A buffer nezha accepts holding storage's bits (bfloat16: tests/bf16.py)."""
     if dt != DType.BFLOAT16:
         return storage
-    if torch is None:
-        pytest.skip("bfloat16 buffers need torch (not installed)")
-    return torch.from_numpy(storage.view(np.int16)).view(torch.bfloat16)
+    if not bf16.available(TORCH):
+        pytest.skip("bfloat16 buffers need ml_dtypes or torch (neither installed)")
+    return bf16.view(storage, TORCH)
 
 
 def unwrap(buf, dt):
     """The storage array behind a buffer made by wrap."""
     if dt == DType.BFLOAT16:
-        return buf.view(torch.int16).numpy().view(np.uint16)
+        return bf16.bits(buf)
     return buf
 
 

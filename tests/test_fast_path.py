@@ -40,8 +40,14 @@ def test_repeated_collectives_take_the_fast_path_and_stay_exact(n, transport):
     _check(n, transport, "numpy")
 
 
+# torch tensors differ from numpy arrays in how a call finds its buffers (a new tensor object
+# on the same memory every call), not in what the rank count changes (plans, entries: 4 and
+# 5 ranks above); up to 3 ranks here, as 5 ranks importing torch cost ~15 s of CPU per case
+TORCH_CASES = [(n, t) for n, t in CASES if n <= 3]
+
+
 @pytest.mark.skipif(NO_TORCH, reason="torch is not installed")
-@pytest.mark.parametrize("n,transport", CASES, ids=[f"np{n}-{t}" for n, t in CASES])
+@pytest.mark.parametrize("n,transport", TORCH_CASES, ids=[f"np{n}-{t}" for n, t in TORCH_CASES])
 def test_repeated_tensor_collectives_take_the_fast_path_and_stay_exact(n, transport):
     _check(n, transport, "torch")
 

@@ -8,26 +8,21 @@ import numpy as np
 
 import nezha
 from nezha.types import DType
-from tests import oracle
+from tests import bf16, oracle
 from tests._result import report
 
 
 def _wrap(storage, dt):
-    """bfloat16 through a torch tensor (the storage's bits), as users pass it."""
+    """bfloat16 on the storage's bits (tests/bf16.py)."""
     if dt != DType.BFLOAT16:
         return storage
-    import torch
-    return torch.from_numpy(storage.view(np.int16)).view(torch.bfloat16)
+    return bf16.view(storage)
 
 
 def exact(comm, sizes, reps):
     r, n = comm.rank, comm.size
     bad = []
-    try:
-        import torch  # noqa: F401
-        dtypes = list(DType)
-    except ImportError:  # bfloat16 buffers come from torch
-        dtypes = [d for d in DType if d != DType.BFLOAT16]
+    dtypes = [d for d in DType if d != DType.BFLOAT16 or bf16.available()]
     for dt in dtypes:
         for op in oracle.ops_for(dt):
             for count in sizes:

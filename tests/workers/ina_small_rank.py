@@ -31,7 +31,7 @@ import numpy as np
 import nezha
 from nezha.errors import RailSystemError
 from nezha.types import DType, ReduceOp, numpy_dtype
-from tests import oracle
+from tests import bf16, oracle
 from tests._result import report
 
 INA_DTYPES = [DType.FLOAT32, DType.FLOAT16, DType.BFLOAT16, DType.FLOAT64, DType.INT32,
@@ -41,11 +41,10 @@ DATAGRAM = 1432  # the default largest small allreduce (costmodel.INA_SMALL_BYTE
 
 
 def wrap(a, dt):
-    """bfloat16 has no numpy dtype: hand the communicator a torch view of the storage."""
+    """bfloat16 has no numpy dtype: a view of the storage (tests/bf16.py)."""
     if dt != DType.BFLOAT16:
         return a
-    import torch
-    return torch.from_numpy(a).view(torch.bfloat16)
+    return bf16.view(a)
 
 
 SAME = os.environ.get("TEST_SAME_BUF") == "1"
