@@ -27,13 +27,13 @@ def maxmin(nflows, e_flow, e_link, e_w, cap, flow_cap=None):
     ulinks, e_l = np.unique(e_link, return_inverse=True)
     L = len(ulinks)
     rem = cap[ulinks].astype(np.float64)
-    starts = np.flatnonzero(np.r_[True, e_flow[1:] != e_flow[:-1]])
+    starts = np.flatnonzero(np.concatenate(([True], e_flow[1:] != e_flow[:-1])))
     if len(starts) != nflows:
         raise ValueError("every flow needs at least one link entry, sorted by flow")
     fcap = np.full(nflows, np.inf) if flow_cap is None else np.asarray(flow_cap, np.float64)
     by_link = np.argsort(e_l, kind="stable")
     l_sorted = e_l[by_link]
-    l_starts = np.flatnonzero(np.r_[True, l_sorted[1:] != l_sorted[:-1]])
+    l_starts = np.flatnonzero(np.concatenate(([True], l_sorted[1:] != l_sorted[:-1])))
     l_ids = l_sorted[l_starts]
     frozen = np.zeros(nflows, bool)
     e_w = np.asarray(e_w, np.float64)

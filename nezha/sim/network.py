@@ -139,14 +139,18 @@ def simulate(wl, fabric, host_of, scheme="ecmp", nconns=1, alpha=0.0, failures=(
         if not len(tasks):
             return
         _, (succ, k) = _gather(s_ptr, [s_task, s_kind], tasks)
-        succ = succ[np.isin(k, kinds)]
+        keep = k == kinds[0]
+        for kind in kinds[1:]:  # one or two kinds: np.isin's sort costs more
+            keep |= k == kind
+        succ = succ[keep]
         if not len(succ):
             return
         np.subtract.at(need, succ, 1)
         ready = np.unique(succ[(need[succ] == 0) & (state[succ] == WAIT)])
         state[ready] = PENDING
-        pend = np.r_[pend, ready]
-        pend_t = np.r_[pend_t, now + lat[ready]]
+        # np.concatenate: np.r_ costs ~10x more per call, and this runs per event
+        pend = np.concatenate((pend, ready))
+        pend_t = np.concatenate((pend_t, now + lat[ready]))
 
     def finish(tasks):
         state[tasks] = DONE
@@ -158,7 +162,7 @@ def simulate(wl, fabric, host_of, scheme="ecmp", nconns=1, alpha=0.0, failures=(
         state[tasks] = ACTIVE
         t_start[tasks] = now
         _, (fs,) = _gather(tf_ptr, [tf_flow], tasks)
-        act = np.r_[act, fs]
+        act = np.concatenate((act, fs))
         release(tasks, (STREAM, 2))
         empty = tasks[flows_left[tasks] == 0]
         if len(empty):
