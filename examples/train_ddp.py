@@ -9,7 +9,10 @@ Prints samples/s and how a step's time splits between compute (the same steps un
 ddp.no_sync(), no communication) and communication left exposed (the rest), plus the
 allreduce time of one step's gradients alone: in one tensor, and in DDP's buckets (all
 issued at once, as DDP issues them during backward, and waited for together). Exposed
-communication below the buckets' time alone is what overlap with backward hid.
+communication below the buckets' time alone is what overlap with backward hid. Then the CPU
+time a step takes in this process (every thread), how busy the machine's CPUs were (with
+more ranks than cores, overlap needs a core for the communication thread: docs/torch.md,
+NEZHA_PROGRESS_SCHED) and torch's thread counts.
 
 --model cnn (the default, the README's numbers): conv 3->32, conv 32->64, fc 4096->width,
 fc width->10. --width scales the fully connected layer, which holds 99.8 % of the
@@ -88,6 +91,25 @@ def batches(rank, batch, seed=0, shape=(3, 32, 32)):
     while True:
         x = torch.randn(batch, *shape, generator=g)
         yield x, (x.flatten(1) @ w).argmax(1)
+
+
+def machine_cpu():
+    """(busy, total) jiffies of the whole machine (/proc/stat: every rank on this host, lab
+    namespaces included, share it), or None."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = v[3] + (v[4] if len(v) > 4 else 0)
+    return sum(v) - idle, sum(v)
+
+
+def machine_busy(a, b):
+    """Percent of the machine's CPU time busy between two machine_cpu() readings."""
+    if a is None or b is None or b[1] <= a[1]:
+        return float("nan")
+    return 100.0 * (b[0] - a[0]) / (b[1] - a[1])
 
 
 def ddp_bucket_sizes(model, cap_mb):
@@ -184,16 +206,18 @@ def main():
 
     def timed(n, sync):
         dist.barrier()
-        t0 = time.perf_counter()
+        t0, c0, m0 = time.perf_counter(), time.process_time(), machine_cpu()
         losses = [step(sync) for _ in range(n)]
+        cpu = (time.process_time() - c0) / n
+        busy = machine_busy(m0, machine_cpu())
         t = torch.tensor([time.perf_counter() - t0])
         dist.all_reduce(t, op=dist.ReduceOp.MAX)  # the slowest rank sets the pace
-        return t.item() / n, losses
+        return t.item() / n, losses, cpu, busy
 
     for _ in range(args.warmup):
         step()
-    t_step, losses = timed(args.steps, True)
-    t_comp, _ = timed(max(5, args.steps // 3), False)
+    t_step, losses, cpu_step, busy_step = timed(args.steps, True)
+    t_comp, _, cpu_comp, busy_comp = timed(max(5, args.steps // 3), False)
     # one step's gradients, allreduced alone (as the process group does it)
     grads = torch.randn(nparams)
     dist.barrier()
@@ -225,6 +249,10 @@ def main():
               f"{exposed * 1e3:.1f} ms ({100 * exposed / t_step:.0f} %)  "
               f"allreduce of all gradients alone {t_ar * 1e3:.1f} ms, in the {nbuckets} "
               f"buckets alone {t_bk * 1e3:.1f} ms")
+        print(f"CPU a step, this process (every thread): {cpu_step * 1e3:.1f} ms with DDP, "
+              f"{cpu_comp * 1e3:.1f} ms under no_sync; the machine's {os.cpu_count()} CPUs busy "
+              f"{busy_step:.0f} % / {busy_comp:.0f} %  (torch threads: {torch.get_num_threads()} "
+              f"intra-op, {torch.get_num_interop_threads()} inter-op)")
         print(f"loss first {losses[0]:.4f} last {losses[-1]:.4f}")
         if args.losses:
             with open(args.losses, "w") as f:

@@ -12,7 +12,10 @@ for all the ranks of a machine, lab namespaces included):
 Events: backward() entered/returned; the first parameter's gradient computed (the last one
 backward computes: its compute is over); each ProcessGroupNezha.allreduce call entered and
 returned; each run of the progress thread (Communicator._execute: start, end, thread CPU
-time), its closing vote (Failover.agree); each Work completed (the completion thread).
+time), its closing vote (Failover.agree); each Work completed (the completion thread);
+DDP's forward; torch's thread counts. Every event carries its thread's CPU time and time
+spent waiting for a CPU (/proc/thread-self/schedstat): the summary splits the main and
+progress threads' wall time into on a CPU, waiting for one, and blocked.
 Seq numbers >= 2**31 are the cost model's syncs. The wrappers only stamp and call through.
 """
 import ast
@@ -36,8 +39,20 @@ def record(outdir, argv):
     from nezha.torch import process_group, work
 
     events = []
+    # CPU threads torch computes with (intra-op, inter-op): on a shared 2-core host they
+    # compete with the ranks' progress threads
+    events.append((time.perf_counter(), "main", "torch threads",
+                   {"intra": torch.get_num_threads(), "interop": torch.get_num_interop_threads()}))
 
     def ev(what, **kw):
+        # the thread's CPU time and its time waiting for a CPU (runnable, not running),
+        # ms: a stretch of wall time in neither was spent blocked (a lock, the GIL, I/O)
+        try:
+            with open("/proc/thread-self/schedstat") as f:
+                run, wait = f.read().split()[:2]
+            kw["run_wait_ms"] = (round(int(run) / 1e6, 1), round(int(wait) / 1e6, 1))
+        except OSError:
+            pass
         events.append((time.perf_counter(), threading.current_thread().name, what, kw))
 
     def wrap(cls, name, before, after):
@@ -88,10 +103,20 @@ def record(outdir, argv):
 
     def backward(self, *a, **k):
         ev("backward enter")
+        c0 = time.thread_time()
         r = orig_backward(self, *a, **k)
-        ev("backward return")
+        ev("backward return", cpu_ms=round((time.thread_time() - c0) * 1e3, 1))
         return r
     torch.Tensor.backward = backward
+
+    orig_fwd = DDP.forward
+
+    def forward(self, *a, **k):
+        ev("forward enter")
+        r = orig_fwd(self, *a, **k)
+        ev("forward return")
+        return r
+    DDP.forward = forward
 
     orig_ddp = DDP.__init__
 
@@ -164,13 +189,35 @@ def summary(outdir, out=sys.stdout):
                         + (f" (data until {v:.0f})" if v is not None else "")
                         + f" cpu {e[1]['cpu_ms']:.0f}")
         nsync = sum(1 for seq in runs if seq >= 1 << 31)
-        print(f"rank {r}: backward() entered at {seg[0][0] - t0:.0f}, returned at "
-              f"{seg[-1][0] - t0:.0f} ms; compute over (first parameter's gradient) at "
-              f"{at(FIRST)}", file=out)
+        th = next((x[4] for x in rows if x[1] == r and x[3] == "torch threads"), {})
+        fwd = [x for x in rows if x[1] == r and x[3] == "forward enter" and x[0] < seg[0][0]]
+        print(f"rank {r}: torch threads {th}; forward entered at "
+              f"{(fwd[-1][0] - t0) if fwd else float('nan'):.0f}, backward() entered at "
+              f"{seg[0][0] - t0:.0f}, returned at {seg[-1][0] - t0:.0f} ms (its thread's CPU "
+              f"{seg[-1][4].get('cpu_ms', float('nan')):.0f} ms); compute over (first "
+              f"parameter's gradient) at {at(FIRST)}", file=out)
         print(f"  bucket allreduce calls returned at {at('allreduce returned')}", file=out)
         print(f"  runs of the progress thread: {'; '.join(desc)}; cost-model syncs: {nsync}",
               file=out)
         print(f"  Works completed at {at('work completed')}", file=out)
+        # where the main thread's and the progress thread's wall time went (schedstat)
+        def split(a, b):
+            if a is None or b is None or "run_wait_ms" not in a[4] or "run_wait_ms" not in b[4]:
+                return "?"
+            wall = b[0] - a[0]
+            run = b[4]["run_wait_ms"][0] - a[4]["run_wait_ms"][0]
+            wait = b[4]["run_wait_ms"][1] - a[4]["run_wait_ms"][1]
+            return (f"{wall:.0f} ms = on a CPU {run:.0f} + waiting for one {wait:.0f} + "
+                    f"blocked {wall - run - wait:.0f}")
+        calls = [y for y in seg if y[3] == "allreduce call"]
+        over = [y for y in seg if y[3] == FIRST]
+        print(f"  main thread, backward() to its first bucket call: "
+              f"{split(seg[0], calls[0] if calls else None)}; to its last gradient: "
+              f"{split(seg[0], over[-1] if over else None)}", file=out)
+        prog = [y for y in seg if y[2] == "nezha-progress" and y[3] in ("run start", "run end")]
+        if prog:
+            print(f"  progress thread, first run start to last run end: "
+                  f"{split(prog[0], prog[-1])}", file=out)
 
 
 if __name__ == "__main__":

@@ -576,6 +576,12 @@ static inline int nz_kick_stuck(nz_engine_t *e) {
 /* Drive a started schedule until it completes, fails, passes deadline_ns (absolute,
  * CLOCK_MONOTONIC) or a control socket becomes readable (NZ_ERR_CTRL; the caller reads
  * the message and may call again: the run's state is kept). */
+/* Set in a thread that must never busy-poll: a real-time progress thread (NEZHA_PROGRESS_SCHED
+ * = fifo) that spun would keep its core from every ordinary thread, since sched_yield()
+ * yields only to threads of its own class. */
+static __thread int nz_no_spin;
+static inline void nz_set_no_spin(int on) { nz_no_spin = on; }
+
 static inline int nz_progress(nz_engine_t *e, nz_op_t *ops, int32_t nops, int64_t deadline_ns) {
     int dtype = e->dtype, op = e->op;
     int64_t t0 = e->t0;
@@ -651,7 +657,7 @@ static inline int nz_progress(nz_engine_t *e, nz_op_t *ops, int32_t nops, int64_
         if (nz_vote_called(e)) { rc = nz_fail(e, NZ_ERR_VOTE, -1, -1, 0); goto out; }
         /* Small messages arrive within microseconds: retrying (and yielding the core to
          * the ranks that share it) beats a sleep and a wake-up in poll(). */
-        if (e->spin_ns > 0) {
+        if (e->spin_ns > 0 && !nz_no_spin) {
             int64_t now = nz_now_ns();
             if (!idle_since) idle_since = now;
             if (now - idle_since < e->spin_ns && now < deadline_ns) { sched_yield(); continue; }
@@ -879,7 +885,7 @@ static inline int nz_vote_wait(nz_engine_t *e, int32_t rank, uint32_t seq, int64
             }
         if (ready) continue;
         if (!spin_from) spin_from = now;
-        int spinning = now - spin_from < e->spin_ns;
+        int spinning = !nz_no_spin && now - spin_from < e->spin_ns;
         int64_t ms = ((resend_at < deadline_ns ? resend_at : deadline_ns) - now) / 1000000 + 1;
         if (ms > 10) ms = 10;
         /* this rank's run is over, but what it sent may not have left: the peers that wait

@@ -58,6 +58,12 @@ def address(object obj):
     return p
 
 
+def set_no_spin(bint on):
+    """In the calling thread only: never busy-poll (NEZHA_SPIN_US) while waiting, in runs
+    and votes (a real-time progress thread, executor.py)."""
+    nz_set_no_spin(on)
+
+
 def now_ns():
     """CLOCK_MONOTONIC in nanoseconds (the engine's clock)."""
     return nz_now_ns()

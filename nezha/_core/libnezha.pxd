@@ -256,6 +256,7 @@ cdef extern from "nezha/nezha_engine.h" nogil:
     int64_t nz_now_ns()
     int nz_start(nz_engine_t *e, nz_op_t *ops, int32_t nops, int dtype, int op)
     int nz_progress(nz_engine_t *e, nz_op_t *ops, int32_t nops, int64_t deadline_ns)
+    void nz_set_no_spin(int on)
     uint64_t nz_heard_rails(nz_engine_t *e, int32_t nrails, int32_t rank, int64_t steady_ns,
                             int64_t quiet_ns)
     int nz_vote(nz_engine_t *e, int32_t rank, uint32_t seq, int64_t coll, uint64_t mask,

@@ -1,0 +1,55 @@
+"""One rank of tests/test_progress_sched.py (two loop rails: failover on, as in the lab):
+NEZHA_PROGRESS_SCHED=fifo makes the progress thread real-time, or warns and keeps the
+default policy where that is refused. Prints RESULT {json}: the checks that failed (empty
+when all held) and the progress thread's policy."""
+import os
+import sys
+import threading
+
+import numpy as np
+
+import nezha
+from tests._result import report
+
+N = 300_007  # int64: 2.3 MiB, striped over both rails
+
+
+def _inp(r, k):
+    return (np.arange(N, dtype=np.int64) % 101) * (k + 1) + r
+
+
+def main(scenario):
+    if scenario == "refused":  # as for a user without CAP_SYS_NICE or RLIMIT_RTPRIO
+        def refuse(*a):
+            raise PermissionError(1, "Operation not permitted")
+        os.sched_setscheduler = refuse
+    comm = nezha.Communicator()
+    bad, policy = [], None
+    try:
+        r, n = comm.rank, comm.size
+        xs = [_inp(r, k) for k in range(3)]
+        for req in [comm.iallreduce(x) for x in xs]:  # through the progress thread
+            req.wait(60)
+        for k, x in enumerate(xs):
+            if not np.array_equal(x, sum(_inp(q, k) for q in range(n))):
+                bad.append(f"iallreduce {k}: wrong result")
+        prog = [t for t in threading.enumerate() if t.name == "nezha-progress"]
+        policy = os.sched_getscheduler(prog[0].native_id) if prog else None
+        want = os.SCHED_FIFO if scenario == "fifo" else os.SCHED_OTHER
+        if policy != want:
+            bad.append(f"progress thread policy {policy}, want {want}")
+        if policy == os.SCHED_FIFO and os.sched_getparam(prog[0].native_id).sched_priority != 1:
+            bad.append("progress thread real-time priority is not 1")
+        if os.sched_getscheduler(0) != os.SCHED_OTHER:  # the caller's thread is left alone
+            bad.append("the calling thread's policy changed")
+        x = _inp(r, 5)
+        comm.allreduce(x)  # blocking, in this thread, after the progress thread's runs
+        if not np.array_equal(x, sum(_inp(q, 5) for q in range(n))):
+            bad.append("allreduce after: wrong result")
+    finally:
+        report(dict(bad=bad, policy=policy))
+        comm.close()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
