@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "nezha/nezha_copy.h"
 #include "nezha/nezha_reduce.h"
 
 #define NZ_HC_MAGIC 0x314C4F4354534F48ULL /* "HOSTCOL1" */
@@ -322,8 +323,8 @@ static int nz_hc_allreduce(nz_hc_t *h, const char *in, char *out, uint64_t count
         char *dst = out + off * es;
         uint64_t b0 = c * me / n, b1 = c * (me + 1) / n;
         /* 1. the blocks the others reduce */
-        memcpy(slot, src, b0 * es);
-        memcpy(slot + b1 * es, src + b1 * es, (c - b1) * es);
+        nz_copy(slot, src, b0 * es);
+        nz_copy(slot + b1 * es, src + b1 * es, (c - b1) * es);
         nz_hc_publish(h, &mine->ready, g);
         /* 2. everyone's chunk is in */
         for (int k = 0; k < n; k++) {
@@ -347,11 +348,11 @@ static int nz_hc_allreduce(nz_hc_t *h, const char *in, char *out, uint64_t count
             char *acc = slot + s * es;
             for (int k = 0; k < n; k++) {
                 const char *x = k == me ? src + s * es : nz_hc_slot(h, g, k) + s * es;
-                if (k == 0) memcpy(acc, x, m * es);
+                if (k == 0) nz_copy(acc, x, m * es);
                 else nezha_reduce3(acc, acc, x, m, dtype, op);
             }
             if (divisor > 0) nezha_avg_finish(acc, m, dtype, divisor);
-            memcpy(dst + s * es, acc, m * es);
+            nz_copy(dst + s * es, acc, m * es);
         }
         nz_hc_publish(h, &mine->done, g);
         /* 4. the others' results */
@@ -359,7 +360,7 @@ static int nz_hc_allreduce(nz_hc_t *h, const char *in, char *out, uint64_t count
             int k = (me + j) % n;
             uint64_t k0 = c * k / n, k1 = c * (k + 1) / n;
             if ((rc = nz_hc_wait(h, k, 1, g, NULL, deadline))) return nz_hc_fail(h, rc);
-            memcpy(dst + k0 * es, nz_hc_slot(h, g, k) + k0 * es, (k1 - k0) * es);
+            nz_copy(dst + k0 * es, nz_hc_slot(h, g, k) + k0 * es, (k1 - k0) * es);
         }
         off += c;
     } while (off < count);

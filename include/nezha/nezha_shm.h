@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "nezha/nezha_copy.h"
 #include "nezha/nezha_transport.h"
 
 #define NZ_SHM_MAGIC 0x314D48535A484E5AULL /* "ZNHZSHM1" */
@@ -106,8 +107,8 @@ static ssize_t nz_shm_sendv(void *ctx, const struct iovec *iov, int niov) {
         const char *src = (const char *)iov[k].iov_base;
         uint64_t n = iov[k].iov_len < (uint64_t)room ? iov[k].iov_len : (uint64_t)room;
         uint64_t at = s->head % s->cap, first = n < s->cap - at ? n : s->cap - at;
-        memcpy(s->txd + at, src, first);
-        if (n > first) memcpy(s->txd, src + first, n - first);
+        nz_copy(s->txd + at, src, first);
+        if (n > first) nz_copy(s->txd, src + first, n - first);
         s->head += n;
         moved += n;
         room -= (int64_t)n;
@@ -148,8 +149,8 @@ static ssize_t nz_shm_recv(void *ctx, char *buf, size_t len) {
     if (avail <= 0) return avail < 0 ? -EPROTO : 0;
     uint64_t n = len < (uint64_t)avail ? len : (uint64_t)avail;
     uint64_t at = s->tail % s->cap, first = n < s->cap - at ? n : s->cap - at;
-    memcpy(buf, s->rxd + at, first);
-    if (n > first) memcpy(buf + first, s->rxd, n - first);
+    nz_copy(buf, s->rxd + at, first);
+    if (n > first) nz_copy(buf + first, s->rxd, n - first);
     nz_shm_consume(ctx, n);
     return (ssize_t)n;
 }

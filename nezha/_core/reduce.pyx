@@ -1,4 +1,5 @@
-"""Python wrappers of the C reduction kernels (nezha/nezha_reduce.h) for tests and benchmarks."""
+"""Python wrappers of the C reduction kernels (nezha/nezha_reduce.h) and of the shared-memory
+copy (nezha/nezha_copy.h) for tests and benchmarks."""
 # The extern declarations come from reduce.pxd (same module name, included automatically).
 from cpython.buffer cimport (PyBUF_C_CONTIGUOUS, PyBUF_WRITABLE, PyBuffer_Release,
                              PyObject_GetBuffer)
@@ -7,6 +8,9 @@ from libc.stdint cimport uintptr_t
 
 cdef extern from "nezha/nezha_types.h" nogil:
     size_t nezha_dtype_size(int dt)
+
+cdef extern from "nezha/nezha_copy.h" nogil:
+    void nz_copy(void *dst, const void *src, size_t n)
 
 _DTYPES = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
            "float16", "bfloat16", "float32", "float64")
@@ -112,3 +116,23 @@ def avg_finish(buf, int dtype, double divisor):
                 f"nezha: AVG is defined for floating types only, not {_name(_DTYPES, dtype)}")
     finally:
         PyBuffer_Release(&v)
+
+
+def copy(dst, src):
+    """dst[:] = src with the shared-memory copy (nz_copy); disjoint buffers of one length."""
+    cdef Py_buffer d, s
+    PyObject_GetBuffer(dst, &d, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE)
+    try:
+        PyObject_GetBuffer(src, &s, PyBUF_C_CONTIGUOUS)
+        try:
+            if s.len != d.len:
+                raise ValueError(f"nezha: size mismatch: dst has {d.len} bytes, src {s.len}")
+            if <uintptr_t>d.buf < <uintptr_t>s.buf + <uintptr_t>s.len and \
+                    <uintptr_t>s.buf < <uintptr_t>d.buf + <uintptr_t>d.len:
+                raise ValueError("nezha: copy: dst and src overlap")
+            with nogil:
+                nz_copy(d.buf, s.buf, <size_t>d.len)
+        finally:
+            PyBuffer_Release(&s)
+    finally:
+        PyBuffer_Release(&d)
