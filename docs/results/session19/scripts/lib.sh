@@ -1,0 +1,5 @@
+# common: trees, lock, output (session 19)
+PY=/work/main/.venv/bin/python
+lock() { exec 9>/tmp/nezha-quiet.lock; flock -x 9; }
+slock() { exec 9>/tmp/nezha-quiet.lock; flock -s 9; }
+intree() { local t=$1; shift; (cd /work/$t && PYTHONPATH=/work/$t "$@"); }
