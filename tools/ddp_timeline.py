@@ -153,10 +153,9 @@ def load(outdir):
     return sorted(rows)
 
 
-def summary(outdir, out=sys.stdout):
-    """The last backward() that issued two or more bucket allreduces, every rank: times in ms
-    from the earliest rank's entry into that backward (one clock for all ranks)."""
-    rows = load(outdir)
+def last_backward(rows):
+    """{rank: its rows from entering to leaving the last backward() that issued two or more
+    bucket allreduces}."""
     last = {}
     for r in sorted({x[1] for x in rows}):
         ev = [x for x in rows if x[1] == r]
@@ -166,6 +165,13 @@ def summary(outdir, out=sys.stdout):
             j = next((k for k in range(i, len(ev)) if ev[k][3] == "backward return"), None)
             if j is not None and sum(y[3] == "allreduce call" for y in ev[i:j]) >= 2:
                 last[r] = ev[i:j + 1]
+    return last
+
+
+def summary(outdir, out=sys.stdout):
+    """The last backward() that issued two or more bucket allreduces, every rank: times in ms
+    from the earliest rank's entry into that backward (one clock for all ranks)."""
+    last = last_backward(load(outdir))
     if not last:
         print("no backward with 2 or more bucket allreduces", file=out)
         return

@@ -2,16 +2,7 @@ import sys
 sys.path.insert(0, __import__("os").path.join(__import__("os").path.dirname(__file__), "..", "..", "..", "..", "..", "tools"))
 import ddp_timeline as T
 d, stat = sys.argv[1], sys.argv[2]
-rows = T.load(d)
-last = {}
-for r in sorted({x[1] for x in rows}):
-    ev = [x for x in rows if x[1] == r]
-    for i, x in enumerate(ev):
-        if x[3] != "backward enter":
-            continue
-        j = next((k for k in range(i, len(ev)) if ev[k][3] == "backward return"), None)
-        if j is not None and sum(y[3] == "allreduce call" for y in ev[i:j]) >= 2:
-            last[r] = (ev[i][0], ev[j][0])
+last = {r: (seg[0][0], seg[-1][0]) for r, seg in T.last_backward(T.load(d)).items()}
 t0 = min(a for a, b in last.values())
 t1 = max(b for a, b in last.values())
 S = []
