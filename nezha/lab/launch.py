@@ -324,7 +324,7 @@ print(json.dumps({"res": res, "errs": errs}), flush=True)
 '''
 
 
-def _cpu_times():
+def cpu_times():
     """(busy, total) jiffies over all CPUs from /proc/stat."""
     with open("/proc/stat") as f:
         v = [int(x) for x in f.readline().split()[1:]]
@@ -347,9 +347,9 @@ def _proc_cpu(procs):
 
 def cpu_busy(seconds):
     """Busy % of all CPUs over the next `seconds`."""
-    c0 = _cpu_times()
+    c0 = cpu_times()
     time.sleep(seconds)
-    c1 = _cpu_times()
+    c1 = cpu_times()
     return 100.0 * (c1[0] - c0[0]) / max(1, c1[1] - c0[1])
 
 
@@ -376,9 +376,9 @@ def stream_test(lab, flows, warmup=1.0, seconds=3.0, base_port=5201):
             p.stdin.write("go\n")
             p.stdin.flush()
         time.sleep(warmup)
-        c0, p0 = _cpu_times(), _proc_cpu(procs)
+        c0, p0 = cpu_times(), _proc_cpu(procs)
         time.sleep(seconds)
-        c1, p1 = _cpu_times(), _proc_cpu(procs)
+        c1, p1 = cpu_times(), _proc_cpu(procs)
         rates, errs = {}, []
         for p in procs:
             out, err = p.communicate(timeout=warmup + seconds + 30)
