@@ -29,8 +29,12 @@ Width 1024, depth 8: 8.42 M parameters, 32.1 MiB of gradients, the same volume a
 width 2048.
 
 --losses FILE writes rank 0's per-step losses; --compare-losses FILE checks them, step by
-step, against another run's file (equal within 1e-4 relative, e.g. nezha against gloo) and
-exits with status 1 if they differ.
+step, against another run's file (equal within --compare-rel, 1e-4 relative, e.g. nezha
+against gloo) and exits with status 1 if they differ. With --warmup 0 the first loss is the
+one before any allreduce. --dtype float64 runs the model in double precision: against
+tools/loss_reference.py (one process, the ranks' batches concatenated) every step agrees to
+about 1e-15, whatever the summation order; float32 --act relu (the default) does not repeat
+under another summation order (docs/torch.md, "Same losses").
 """
 import argparse
 import json
@@ -67,17 +71,20 @@ class DeepMLP(nn.Module):
     and a small head), registered in forward order so that backward produces the gradients
     in the reverse of the parameters' order (DDP's buckets: one layer each, and the first
     norm's 2 x width alone at the end). The norms keep SGD with momentum 0.9 at lr 0.05
-    stable."""
+    stable. act: relu, or gelu (smooth: a last-bit change of the weights cannot flip a
+    ReLU's gradient between 0 and 1, which makes relu runs under another summation order
+    part within a few steps; docs/torch.md)."""
 
-    def __init__(self, width=1024, depth=8):
+    def __init__(self, width=1024, depth=8, act="relu"):
         super().__init__()
+        self.act = getattr(F, act)
         self.blocks = nn.ModuleList(nn.Sequential(nn.LayerNorm(width), nn.Linear(width, width))
                                     for _ in range(depth))
         self.head = nn.Linear(width, 10)
 
     def forward(self, x):
         for block in self.blocks:
-            x = F.relu(block(x))
+            x = self.act(block(x))
         return self.head(x)
 
 
@@ -158,13 +165,21 @@ def main():
     ap.add_argument("--model", default="cnn", choices=["cnn", "mlp"])
     ap.add_argument("--width", type=int, default=None, help="cnn: 512, mlp: 1024")
     ap.add_argument("--depth", type=int, default=8, help="mlp: number of width x width layers")
+    ap.add_argument("--act", default="relu", choices=["relu", "gelu"], help="mlp's activation")
     ap.add_argument("--bucket-mb", type=float, default=None,
                     help="DDP's bucket_cap_mb (cnn: 25, DDP's default; mlp: 4, one layer each "
                          "at width 1024)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--dtype", default="float32", choices=["float32", "float64"],
+                    help="of the model and data; float64 gives a reference for the losses "
+                         "(tools/loss_reference.py)")
     ap.add_argument("--losses", help="write rank 0's per-step losses (JSON) to this file")
     ap.add_argument("--compare-losses", metavar="FILE",
-                    help="check rank 0's per-step losses against this --losses file (1e-4)")
+                    help="check rank 0's per-step losses against this --losses file")
+    ap.add_argument("--compare-rel", type=float, default=1e-4,
+                    help="largest relative difference per step --compare-losses allows")
     args = ap.parse_args()
     if args.width is None:
         args.width = 512 if args.model == "cnn" else 1024
@@ -176,21 +191,25 @@ def main():
     dist.init_process_group("gloo" if args.backend.startswith("gloo") else "nezha")
     rank, size = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(args.seed)
+    dtype = getattr(torch, args.dtype)
     if args.model == "cnn":
         model, shape, desc = Net(args.width), (3, 32, 32), f"Net(width={args.width})"
     else:
-        model, shape = DeepMLP(args.width, args.depth), (args.width,)
-        desc = f"DeepMLP(width={args.width}, depth={args.depth})"
+        model, shape = DeepMLP(args.width, args.depth, args.act), (args.width,)
+        desc = f"DeepMLP(width={args.width}, depth={args.depth}" + \
+            (f", act={args.act})" if args.act != "relu" else ")")
+    model = model.to(dtype)  # after init: float64 starts from the float32 weights
     ddp = DDP(model, bucket_cap_mb=args.bucket_mb)
     if args.backend == "gloo+hook":
         import nezha.torch
         ddp.register_comm_hook(None, nezha.torch.allreduce_hook)
-    opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+    opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=args.momentum)
     data = batches(rank, args.batch, args.seed, shape)
     nparams = sum(p.numel() for p in model.parameters())
 
     def step(sync=True):
         x, y = next(data)
+        x = x.to(dtype)
         opt.zero_grad(set_to_none=True)
         if sync:
             loss = F.cross_entropy(ddp(x), y)
@@ -217,7 +236,7 @@ def main():
     t_step, losses, cpu_step, busy_step = timed(args.steps, True)
     t_comp, _, cpu_comp, busy_comp = timed(max(5, args.steps // 3), False)
     # one step's gradients, allreduced alone (as the process group does it)
-    grads = torch.randn(nparams)
+    grads = torch.randn(nparams, dtype=dtype)
     dist.barrier()
     t0 = time.perf_counter()
     for _ in range(5):
@@ -228,7 +247,7 @@ def main():
     # to overlap; exposed communication below this is what overlap with backward hid
     sizes = ddp_bucket_sizes(model, args.bucket_mb)
     nbuckets = len(sizes)
-    bufs = [torch.randn(k) for k in sizes]
+    bufs = [torch.randn(k, dtype=dtype) for k in sizes]
     dist.barrier()
     t0 = time.perf_counter()
     for _ in range(5):
@@ -240,7 +259,7 @@ def main():
         sps = args.batch * size / t_step
         exposed = max(0.0, t_step - t_comp)
         print(f"backend {args.backend}  ranks {size}  model {desc} "
-              f"{nparams / 1e6:.2f} M params ({nparams * 4 / 2**20:.1f} MiB of gradients, "
+              f"{nparams / 1e6:.2f} M params ({nparams * torch.finfo(dtype).bits / 8 / 2**20:.1f} MiB of gradients, "
               f"{nbuckets} buckets of <= {args.bucket_mb:g} MiB)  batch {args.batch}/rank")
         print(f"samples/s {sps:.1f}  step {t_step * 1e3:.1f} ms = compute {t_comp * 1e3:.1f} ms "
               f"({100 * min(t_comp, t_step) / t_step:.0f} %) + exposed communication "
@@ -256,7 +275,7 @@ def main():
             with open(args.losses, "w") as f:
                 json.dump(losses, f)
         if args.compare_losses:
-            ok, msg = compare_losses(losses, args.compare_losses)
+            ok, msg = compare_losses(losses, args.compare_losses, args.compare_rel)
             print(msg)
             status = 0 if ok else 1
     # Gloo (torch 2.13) aborts now and then at teardown ("terminate called without an active
