@@ -173,7 +173,8 @@ def test_env_from_mpi(monkeypatch):
 
 def test_train_ddp_mlp_same_losses_as_gloo(tmp_path):
     """examples/train_ddp.py --model mlp (many gradient tensors, one DDP bucket each), tiny:
-    over Gloo, then over nezha with --compare-losses on Gloo's per-step losses (1e-4)."""
+    over Gloo, then over nezha with --compare-losses on Gloo's per-step losses, bitwise: on
+    2 ranks each sum has two terms, the same in either order."""
     out = _train_ddp_against_gloo(tmp_path, ["--width", "32", "--bucket-mb", "0.004"])
     assert "DeepMLP(width=32, depth=5)" in out[0] and "6 buckets" in out[0], out[0]
     assert "losses equal to" in out[1], out[1]
@@ -190,6 +191,33 @@ def test_train_ddp_mlp_with_failover_same_losses_as_gloo(tmp_path):
     assert "losses equal to" in out[1], out[1]
 
 
+def test_train_ddp_float64_equals_single_process(tmp_path):
+    """DDP over nezha in float64 (3 ranks, two loop rails, 6 buckets of up to 1.1 MiB, split
+    over both) gives the losses of one process trained on the ranks' batches concatenated
+    (tools/loss_reference.py) within 1e-10 per step, from the first loss (before any
+    allreduce) on. Other data or init, AVG applied differently, a bucket reduced twice or
+    not at all would show; the summation order cannot (about 1e-16). float32 is no such
+    check: there a last-bit difference flips ReLUs (docs/torch.md, "Same losses")."""
+    common = ["--model", "mlp", "--width", "384", "--depth", "5", "--batch", "4",
+              "--steps", "12", "--dtype", "float64"]
+    ref = tmp_path / "ref.json"
+    env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="1")
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "loss_reference.py"),
+                        "--ranks", "3", *common[2:], "--out", str(ref)],
+                       env=env, text=True, capture_output=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-3000:]
+    env.update(NEZHA_SOCKET_IFNAME="lo", NEZHA_JOB_SECRET="00" * 16,
+               TORCH_DEVICE_BACKEND_AUTOLOAD="0", NEZHA_RAILS="loop", NEZHA_LOOP_RAILS="2")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "3",
+           "--master-addr", "127.0.0.1", "--master-port", str(_free_port()),
+           os.path.join(ROOT, "examples", "train_ddp.py"), "--backend", "nezha", *common,
+           "--bucket-mb", "0.5", "--warmup", "0",
+           "--compare-losses", str(ref), "--compare-rel", "1e-10"]
+    p = subprocess.run(cmd, env=env, text=True, capture_output=True, timeout=180)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    assert "6 buckets" in p.stdout and "losses equal to" in p.stdout, p.stdout
+
+
 def _train_ddp_against_gloo(tmp_path, args, nezha_env=None):
     out = []
     for backend in ("gloo", "nezha"):
@@ -203,7 +231,7 @@ def _train_ddp_against_gloo(tmp_path, args, nezha_env=None):
                "--steps", "8", "--warmup", "2", "--batch", "4",
                "--losses", str(tmp_path / f"{backend}.json")]
         if backend == "nezha":
-            cmd += ["--compare-losses", str(tmp_path / "gloo.json")]
+            cmd += ["--compare-losses", str(tmp_path / "gloo.json"), "--compare-rel", "0"]
             env.update(nezha_env or {})
         p = subprocess.run(cmd, env=env, text=True, capture_output=True, timeout=120)
         assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
