@@ -33,3 +33,11 @@ def test_bad_simulation_knobs_name_the_parameter(args, param):
     assert res.stderr.startswith("nezha sim: ") and param in res.stderr, res.stderr[-2000:]
     assert "Traceback" not in res.stderr
 
+
+@pytest.mark.parametrize("nconns", ["0", "-1"])
+def test_no_channel_per_rail_names_nconns(nconns):
+    # was an IndexError traceback from the Planner
+    res = _sim(RUN + ["--algo", "nezha", "--nconns", nconns])
+    assert res.returncode == 2 and "nconns=" in res.stderr, res.stderr[-2000:]
+    assert "Traceback" not in res.stderr
+
