@@ -41,3 +41,17 @@ def test_no_channel_per_rail_names_nconns(nconns):
     assert res.returncode == 2 and "nconns=" in res.stderr, res.stderr[-2000:]
     assert "Traceback" not in res.stderr
 
+
+@pytest.mark.parametrize("args,param", [
+    (RUN + ["--algo", "ring", "--ranks", "0"], "ranks=0"),       # ran every host instead
+    (RUN + ["--algo", "ring", "--sizes", "0:1M"], "sizes="),    # doubled 0 forever
+    (RUN + ["--algo", "ring", "--sizes", "-5"], "sizes="),      # printed a -5 B row
+    (["ina", "--nodes", "1", "--sizes", "64K"], "nodes=1"),     # ZeroDivisionError
+])
+def test_bad_counts_and_sizes_name_the_parameter(args, param):
+    try:
+        res = _sim(args)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"nezha sim {' '.join(args)} did not end within 60 s")
+    assert res.returncode == 2 and param in res.stderr, (res.stdout + res.stderr)[-2000:]
+    assert "Traceback" not in res.stderr
