@@ -40,12 +40,18 @@ def sizes(text):
     """'64K:64M' doubles from 64K to 64M; 'a,b,c' a list."""
     if ":" in text:
         lo, hi = (size(x) for x in text.split(":"))
+        if lo < 1:
+            # doubling from 0 or below never reaches hi
+            raise ValueError(f"sizes={text!r}: a range starts at 1 byte or more")
         out = []
         while lo <= hi:
             out.append(lo)
             lo *= 2
         return out
-    return [size(x) for x in text.split(",")]
+    out = [size(x) for x in text.split(",")]
+    if min(out) < 0:
+        raise ValueError(f"sizes={text!r}: bytes per rank must not be negative")
+    return out
 
 
 def _fabric(a):
@@ -77,7 +83,7 @@ def _failures(a, fab):
 def run(a):
     """Simulate every (algorithm, scheme, size) and return result rows."""
     fab = _fabric(a)
-    ranks = a.ranks or fab.hosts * a.ranks_per_host
+    ranks = fab.hosts * a.ranks_per_host if a.ranks is None else a.ranks
     host_of = fab.place(ranks, a.ranks_per_host)
     alpha = [float(x) for x in a.alpha.split(",")]
     cal = C.calibrate(a.calibration) if a.calibration else None
@@ -324,6 +330,8 @@ def cmd_ina(a):
     """In-network aggregation vs ring allreduce on one switch, by node count and size."""
     rows = []
     for n in (int(x) for x in a.nodes.split(",")):
+        if n < 2:
+            raise F.FabricError(f"nodes={n}: INA vs ring needs at least 2 nodes")
         fab = F.MultiRail(n, 1, float(a.rate), a.latency, aggregator_gbps=a.agg_gbps)
         host_of = np.r_[np.arange(n), fab.agg_host]
         for nb in sizes(a.sizes):
@@ -380,7 +388,7 @@ def parser():
     r.add_argument("--alpha", default="0", help="software s per transfer (per rail a,b)")
     r.add_argument("--cpu-cost", type=float, default=0.0, help="s per reduced byte")
     r.add_argument("--calibration", nargs="*", help="compare JSON files for alpha per rail")
-    r.add_argument("--ranks", type=int, default=0, help="default: every host")
+    r.add_argument("--ranks", type=int, default=None, help="default: every host")
     r.add_argument("--ranks-per-host", type=int, default=1)
     r.add_argument("--nconns", type=int, default=1, help="channels per rail")
     r.add_argument("--algo", default="nezha",

@@ -15,6 +15,7 @@ import time
 
 import numpy as np
 
+from nezha.sim.fabric import FabricError
 from nezha.sim.maxmin import maxmin
 from nezha.sim.routing import Routing
 from nezha.sim.workload import FULL, NET, STREAM
@@ -79,6 +80,18 @@ def _resplit_unstarted(rt, hit, state, tf_ptr, tf_flow, rem, frac):
     return hit[keep]
 
 
+def _check_knobs(alpha, tol, nconns):
+    """A negative alpha or tol puts events before now and the loop never ends: refuse them,
+    naming the parameter, as the fabric refuses its own."""
+    a = np.asarray(alpha, np.float64)
+    if not (np.isfinite(a).all() and (a >= 0).all()):
+        raise FabricError(f"alpha={alpha!r}: must be finite and not negative (s per transfer)")
+    if not (np.isfinite(tol) and tol >= 0):
+        raise FabricError(f"tol={tol!r}: must be finite and not negative")
+    if nconns < 1:
+        raise FabricError(f"nconns={nconns!r}: needs at least one channel per rail")
+
+
 def simulate(wl, fabric, host_of, scheme="ecmp", nconns=1, alpha=0.0, failures=(), tol=1e-2,
              seed=0, flow_key=None, routing=None, max_events=10_000_000, stall_ok=False,
              buckets=None):
@@ -91,6 +104,7 @@ def simulate(wl, fabric, host_of, scheme="ecmp", nconns=1, alpha=0.0, failures=(
     their tokens move with the run and are left as the run ends them (the next run goes on
     from there)."""
     wall0 = time.perf_counter()
+    _check_knobs(alpha, tol, nconns)
     failed0 = set(fabric.failed)
     rt = routing or Routing(wl, fabric, host_of, scheme, nconns, seed, flow_key)
     T, F = wl.ntasks, rt.nflows

@@ -15,6 +15,7 @@ from nezha.algorithms import slices
 from nezha.config import Config
 from nezha.planner import ALGO_TREE, Planner
 from nezha.sim import ops as O
+from nezha.sim.fabric import FabricError
 from nezha.sim.workload import FULL, STARTED, STREAM, Workload
 from nezha.types import DType, ReduceOp
 
@@ -25,6 +26,10 @@ COLLS = ("allreduce", "broadcast", "allgather", "reduce_scatter", "alltoall", "r
 def make_planner(ranks, host_of, nchan, rail_rates=None, nconns=1, overrides=None):
     """nezha's Planner for this layout, in the state it converges to: split by the rails'
     rates (the cost model's prior once every channel has been measured)."""
+    if nconns < 1 or nchan < 1:
+        # the Planner indexes channel 0 and would fail with an IndexError
+        raise FabricError(f"nconns={nconns!r}: needs at least one channel per rail "
+                          f"({nchan} channels)")
     cfg = Config._read(dict(overrides or {}), {})
     pl = Planner(nchan, cfg, [f"chan{c}" for c in range(nchan)], ranks)
     pl.set_hosts(list(host_of))
