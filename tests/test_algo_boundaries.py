@@ -3,7 +3,6 @@ ranks over shm and tcp, striped over several channels; and every rank picks the 
 algorithm with NEZHA_ALGO=auto (tests/workers/algo_worker.py runs one rank)."""
 import json
 import os
-import time
 
 import pytest
 
@@ -81,15 +80,13 @@ def test_rab_failover_reruns_exact(tmp_path):
     """NEZHA_ALGO=rab through rail faults (tests/test_loop_faults.py's worker and fault
     table): a failed slice is voted on and re-run, the results stay exact."""
     from nezha.transports import fault
-    from tests.test_loop_faults import _run as run_faults
+    from tests.test_loop_faults import _run as run_faults, fault_cycle
 
-    def inject(table):
+    def inject(table, ranks):
         for k in range(2):
             rank = 1 + k
-            table.cut(k % 2, [rank], [p for p in range(4) if p != rank], fault.RESET)
-            time.sleep(0.8)
-            table.heal()
-            time.sleep(1.5)
+            fault_cycle(table, ranks, lambda: table.cut(
+                k % 2, [rank], [p for p in range(4) if p != rank], fault.RESET))
 
     results, out = run_faults(tmp_path, "all", "loop", inject, env_extra={"NEZHA_ALGO": "rab"})
     assert all(results), out

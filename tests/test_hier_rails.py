@@ -3,7 +3,6 @@ drives which rail, the schedules' cross-host bytes per channel (allreduce, broad
 allgather, reduce_scatter), exact results over loop+shm (even and uneven host layouts), and a
 rail lost mid-collective with alignment on."""
 import os
-import time
 
 import numpy as np
 import pytest
@@ -290,11 +289,10 @@ def test_aligned_rail_loss_reruns_exact(tmp_path, monkeypatch, rails, hosts, kin
     table, stop, procs = lf._start(tmp_path, kind, f"hier-aligned-{n}", n=n, env_extra=env)
     try:
         lf._ready(tmp_path, procs)
+        ranks = lf.Ranks(tmp_path, procs)
         for rail, rank in ((1, 1), (0, 2)):
-            table.cut(rail, [rank], [p for p in range(n) if p != rank], fault.RESET)
-            time.sleep(0.8)
-            table.heal()
-            time.sleep(2.0)
+            lf.fault_cycle(table, ranks, lambda: table.cut(
+                rail, [rank], [p for p in range(n) if p != rank], fault.RESET))
     finally:
         table.heal()
         results, out = lf._finish(stop, procs)

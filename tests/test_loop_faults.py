@@ -85,6 +85,69 @@ def _finish(stop, procs, timeout=120):
     return results, "\n".join(o[-3000:] for o in outs)
 
 
+WAIT_S = 60  # a fault's detection or a re-admission takes about a second, more under CI's load
+
+
+class Ranks:
+    """The running ranks as a test waits on them: the status each writes every 50 ms
+    (failover_worker._status: collectives done, down and up events, every channel alive)."""
+
+    def __init__(self, tmp_path, procs):
+        self.dir, self.procs = tmp_path, procs
+
+    def status(self):
+        out = []
+        for r in range(len(self.procs)):
+            try:
+                out.append(json.loads((self.dir / f"status.{r}").read_text()))
+            except (OSError, ValueError):  # not written yet
+                out.append(None)
+        return out
+
+    def wait(self, what, cond, timeout=WAIT_S):
+        """Poll until cond(every rank's status) holds; fail naming what if a rank exits
+        first or timeout passes. The statuses that held."""
+        deadline = time.monotonic() + timeout
+        while True:
+            st = self.status()
+            if all(st) and cond(st):
+                return st
+            gone = [r for r, p in enumerate(self.procs) if p.poll() is not None]
+            if gone or time.monotonic() > deadline:
+                logs = "\n".join(p.log.read_text()[-1500:] for p in self.procs)
+                why = f"rank(s) {gone} exited" if gone else f"not within {timeout} s"
+                pytest.fail(f"waiting for {what}: {why}; status {st}\n{logs}")
+            time.sleep(0.02)
+
+    def exited(self, what, timeout=WAIT_S):
+        """Wait until every rank has exited (each reports before it does)."""
+        deadline = time.monotonic() + timeout
+        while any(p.poll() is None for p in self.procs):
+            if time.monotonic() > deadline:
+                pytest.fail(f"ranks still running {timeout} s after {what}: "
+                            f"{[r for r, p in enumerate(self.procs) if p.poll() is None]}")
+            time.sleep(0.02)
+
+
+def fault_cycle(table, ranks, cut, runs=5):
+    """cut() writes a fault; wait until every rank has rerouted (a channel dead in its
+    planner) and run `runs` collectives so; heal; wait until every rank has re-admitted it
+    (all alive, one more up event) and run `runs` collectives on every rail."""
+    up = [s["up"] for s in ranks.wait("the ranks' first status", lambda st: True)]
+    cut()
+    st = ranks.wait("every rank rerouting around the fault",
+                    lambda st: not any(s["alive"] for s in st))
+    done = [s["done"] for s in st]
+    ranks.wait(f"{runs} collectives per rank on the rails left",
+               lambda st: all(s["done"] >= d + runs for s, d in zip(st, done)))
+    table.heal()
+    st = ranks.wait("every rank re-admitting the healed rail",
+                    lambda st: all(s["alive"] and s["up"] > u for s, u in zip(st, up)))
+    done = [s["done"] for s in st]
+    ranks.wait(f"{runs} collectives per rank on every rail",
+               lambda st: all(s["done"] >= d + runs for s, d in zip(st, done)))
+
+
 def _ready(tmp_path, procs, timeout=90):
     """Wait until every rank has run a few collectives (or one has exited)."""
     deadline = time.time() + timeout
@@ -98,7 +161,7 @@ def _run(tmp_path, kind, transport, inject, env_extra=None):
     table, stop, procs = _start(tmp_path, kind, transport, env_extra=env_extra)
     try:
         _ready(tmp_path, procs)
-        inject(table)
+        inject(table, Ranks(tmp_path, procs))
     finally:
         table.heal()
         results, out = _finish(stop, procs)
@@ -118,13 +181,11 @@ def test_results_exact_across_repeated_faults(tmp_path, transport, bits):
     every collective stays exact, the rail is rerouted and re-admitted."""
     mode = {"stall": fault.STALL, "reset": fault.RESET, "close": fault.CLOSE}[bits]
 
-    def inject(table):
+    def inject(table, ranks):
         for k in range(3):
             rank = 1 + k % 3
-            table.cut(k % 2, [rank], [p for p in range(4) if p != rank], mode)
-            time.sleep(0.8)
-            table.heal()
-            time.sleep(2.0)
+            fault_cycle(table, ranks, lambda: table.cut(
+                k % 2, [rank], [p for p in range(4) if p != rank], mode))
 
     results, out = _run(tmp_path, "all", transport, inject)
     assert all(results), out
@@ -140,12 +201,9 @@ def test_results_exact_across_repeated_faults(tmp_path, transport, bits):
 def test_small_lazy_collectives_survive_a_deaf_rank(tmp_path, transport):
     """A rank that stops hearing one rail leaves some ranks a collective behind the others
     (small collectives return without a vote): they re-run it together, all exact."""
-    def inject(table):
+    def inject(table, ranks):
         for k in range(3):
-            table.deafen(k % 2, [3 - k % 2], 4)
-            time.sleep(0.6)
-            table.heal()
-            time.sleep(1.5)
+            fault_cycle(table, ranks, lambda: table.deafen(k % 2, [3 - k % 2], 4), runs=40)
 
     results, out = _run(tmp_path, "small", transport, inject)
     assert all(results), out
@@ -161,17 +219,17 @@ def test_fast_path_collectives_survive_faults(tmp_path, bits):
     """Faults while the ranks repeat allreduce, broadcast, allgather, reduce_scatter and
     alltoall on the same buffers (the fast path, fastpath.pxi: a run it cannot finish goes
     on in the executor): every result exact, the rail re-admitted, most calls fast."""
-    def inject(table):
+    def cut(table, k):
+        if bits == "deaf":
+            table.deafen(k % 2, [3 - k % 2], 4)
+        else:
+            rank = 1 + k % 3
+            table.cut(k % 2, [rank], [p for p in range(4) if p != rank],
+                      {"stall": fault.STALL, "reset": fault.RESET}[bits])
+
+    def inject(table, ranks):
         for k in range(3):
-            if bits == "deaf":
-                table.deafen(k % 2, [3 - k % 2], 4)
-            else:
-                rank = 1 + k % 3
-                table.cut(k % 2, [rank], [p for p in range(4) if p != rank],
-                          {"stall": fault.STALL, "reset": fault.RESET}[bits])
-            time.sleep(0.6)
-            table.heal()
-            time.sleep(1.5)
+            fault_cycle(table, ranks, lambda: cut(table, k), runs=40)
 
     results, out = _run(tmp_path, "kept", "loop", inject)
     assert all(results), out
@@ -185,10 +243,10 @@ def test_fast_path_collectives_survive_faults(tmp_path, bits):
 def test_last_rail_lost_is_an_error(tmp_path):
     """Rank 2 stalled on both rails: every rank raises, naming rank 2, well before the
     collective timeout."""
-    def inject(table):
+    def inject(table, ranks):
         for rail in (0, 1):
             table.cut(rail, [2], [0, 1, 3])
-        time.sleep(4)
+        ranks.exited("rank 2 lost both rails")
 
     t0 = time.time()
     results, out = _run(tmp_path, "allreduce", "loop", inject)
@@ -204,9 +262,9 @@ def test_corrupted_header_is_an_error_naming_peer_and_rail(tmp_path):
     """A collective header corrupted on the wire is a mismatch: no wrong sum, no hang; the
     rank that received it names the collective, its sequence number, the peer and the rail,
     and every rank raises."""
-    def inject(table):
+    def inject(table, ranks):
         table.set(1, 2, 0, fault.CORRUPT)  # rank 1's next header to rank 2 on rail 0
-        time.sleep(3)
+        ranks.exited("a corrupted header")
 
     results, out = _run(tmp_path, "allreduce", "loop", inject, {"NEZHA_FAILOVER": "n"})
     assert all(results), out

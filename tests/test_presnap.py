@@ -79,13 +79,11 @@ def test_queued_in_place_allreduces_exact_across_faults(tmp_path, bits):
     them, three times: every sum exact, the rail rerouted and re-admitted."""
     mode = {"stall": fault.STALL, "reset": fault.RESET}[bits]
 
-    def inject(table):
+    def inject(table, ranks):
         for k in range(3):
             rank = 1 + k % 3
-            table.cut(k % 2, [rank], [p for p in range(4) if p != rank], mode)
-            lf.time.sleep(0.8)
-            table.heal()
-            lf.time.sleep(2.0)
+            lf.fault_cycle(table, ranks, lambda: table.cut(
+                k % 2, [rank], [p for p in range(4) if p != rank], mode))
 
     results, out = lf._run(tmp_path, "queued", "loop", inject)
     assert all(results), out

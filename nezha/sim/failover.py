@@ -52,6 +52,8 @@ closes it, so nothing but silence tells a rank the rail is gone (predict_lazy):
    over [0, HEARTBEAT): mean HEARTBEAT/(k+1).
 4. Then the vote and the re-run on the surviving rail, as for a striped collective.
 """
+import functools
+
 import numpy as np
 
 from nezha.failover import LAZY_MAX_BYTES, _bits, _voted_slices
@@ -124,6 +126,21 @@ def _sim(wl, fab, alpha, failures=(), stall_ok=False, rph=1):
                        stall_ok=stall_ok)
 
 
+@functools.lru_cache(maxsize=256)
+def _references(hosts, rates_gbps, nbytes, cut_rail, alpha, piece, rph=1):
+    """(two-rail, one-rail) simulated times of an allreduce without a cut, the rails left
+    after cut_rail's for the second: the same for every cut of a size, and most of
+    compare()'s time when simulated per cut (the flow model is deterministic)."""
+    rates = [g * 1e9 / 8 for g in rates_gbps]
+    fab = F.MultiRail(hosts, len(rates), list(rates_gbps), 0.0)
+    alive = [c != cut_rail for c in range(len(rates))]
+    out = []
+    for a in (None, alive):
+        wl, _ = N.workload("allreduce", nbytes, _planner(hosts, rates, a, piece, rph))
+        out.append(_sim(wl, fab, alpha, rph=rph).time)
+    return tuple(out)
+
+
 def phase_wait(k, heartbeat=HEARTBEAT_S, q=None):
     """Seconds from the silence running out to the first heartbeat on another rail among k
     silent peers (independent phases, uniform over a heartbeat): the mean, or quantile q."""
@@ -165,9 +182,7 @@ def predict(hosts, rates_gbps, nbytes, cut_host, cut_rail, at, timeout=0.06, vot
         return _predict_lazy(hosts, rates, fab, wl2, plan, nbytes, cut_host, cut_rail, at,
                              timeout, vote, alpha, detect, piece, heartbeat, spin, phase_q)
     host_of = np.repeat(np.arange(hosts), rph)
-    t2 = _sim(wl2, fab, alpha, rph=rph).time
-    wl1, _ = N.workload("allreduce", nbytes, _planner(hosts, rates, alive, piece, rph))
-    t1 = _sim(wl1, fab, alpha, rph=rph).time
+    t2, t1 = _references(hosts, tuple(rates_gbps), nbytes, cut_rail, alpha, piece, rph)
     # the hit collective: the rail's links fail at the cut (on the data's clock) and are
     # never rerouted
     at_data = at - start
@@ -223,10 +238,7 @@ def _predict_lazy(hosts, rates, fab, wl, plan, nbytes, cut_host, cut_rail, at, t
     the latest from its end (the lab's small collectives take microseconds against
     milliseconds of failover, so the cut lands between two or in one: either way the one
     running from then stalls whole). One rank per host: the workload's ranks are hosts."""
-    alive = [c != cut_rail for c in range(len(rates))]
-    t2 = _sim(wl, fab, alpha).time
-    wl1, _ = N.workload("allreduce", nbytes, _planner(hosts, rates, alive, piece))
-    t1 = _sim(wl1, fab, alpha).time
+    t2, t1 = _references(hosts, tuple(fab.rates), nbytes, cut_rail, alpha, piece)
     # no later than the collective's end: the bench's row did stall, so a cut stamped after
     # it ends (the stamp lags lab.fail) landed before
     stall = min(max(at, 0.0), t2)

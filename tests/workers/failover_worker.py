@@ -3,6 +3,7 @@ result against numpy, and stops when the stop file appears; prints RESULT {json}
 With TEST_INJECT_DIR, the ranks pause when the driver asks (_pause) so that its fault
 catches a small allreduce in flight."""
 import faulthandler
+import json
 import os
 import signal
 import sys
@@ -180,6 +181,23 @@ def _pause(comm, d, k, stop):
     return wrong + int(not np.array_equal(a, np.arange(5) * (n * (n + 1) // 2)))
 
 
+def _status(comm, done, last):
+    """Every 50 ms, this rank's view for the test to wait on (tests/test_loop_faults.py
+    _wait): collectives done, down and up events, whether every channel is alive. Written
+    whole (rename), read while the ranks run; returns the time of the last write."""
+    now = time.monotonic()
+    if now - last < 0.05:
+        return last
+    st = comm.stats()
+    doc = dict(done=done, down=sum(e["event"] == "down" for e in st["events"]),
+               up=sum(e["event"] == "up" for e in st["events"]), alive=all(st["alive"].values()))
+    path = os.path.join(os.environ["TEST_READY_DIR"], f"status.{comm.rank}")
+    with open(path + ".tmp", "w") as f:
+        json.dump(doc, f)
+    os.replace(path + ".tmp", path)
+    return now
+
+
 def main(stop, kind):
     comm = nezha.Communicator()
     r, n = comm.rank, comm.size
@@ -188,6 +206,7 @@ def main(stop, kind):
     base = (np.arange(count) % 5).astype(np.int64)
     inject = os.environ.get("TEST_INJECT_DIR")
     paused = 0
+    last = 0.0
     try:
         while True:
             # [stop, pause]: a file seen by any rank counts for all
@@ -227,6 +246,8 @@ def main(stop, kind):
             done += 1
             if done == 5 and os.environ.get("TEST_READY_DIR"):  # the test injects from now on
                 open(os.path.join(os.environ["TEST_READY_DIR"], f"ready.{r}"), "w").close()
+            if done >= 5 and os.environ.get("TEST_READY_DIR"):
+                last = _status(comm, done, last)
         st = comm.stats()
         report(dict(error=None, wrong=wrong, done=done, events=st["events"],
                     alive=st["alive"], fast=st["fast_path_calls"],
