@@ -304,7 +304,8 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
         "size left out is not kept out by numbers it can no longer update. inf never splits "
         "a segment. 32k splits 64 KiB over two equal rails (about 2x faster with one rank per "
         "host) but made a hierarchical 64 KiB allreduce with 2 ranks per host 3.5x slower "
-        "(4 hosts x 2 ranks, 2026-11-27), so 64k stays the default.")),
+        "(4 hosts x 2 ranks, 2026-11-27; still 1.25x once small striped collectives "
+        "became lazy), so 64k stays the default.")),
     Param("RAIL_MAX_RATIO", "float", "8", bound=">= 1", help=(
         "Rails slower than the fastest one divided by this ratio are left out of striping, "
         "because the whole segment would wait for their piece. 1 uses only rails as fast as "

@@ -215,10 +215,11 @@ class Executor:
         if rc == _eng.ERR_VOTE and not voting:  # a send/recv, stopped for a rank behind
             s = self._fo.p2p_voted(req, s, plan, rc, planfn, src)
         final = self._conclude(req, s, plan, ranges, lazy, voting, snap, rc)
-        self._feed_model(plan, count)
+        self._feed_model(plan, count, lazy)
         fast, req.fast = req.fast, None
         if (fast is not None and key is not None and final is plan
-                and not req.offloaded and (lazy or not voting) and not self._feeds(plan, count)
+                and not req.offloaded and (lazy or not voting)
+                and not self._feeds(plan, count, lazy)
                 and not log.enabled("INFO", "COLL")):
             # next time on these buffers: the fast path (fastpath.pxi). What it keeps of
             # this call must not hold the buffers (the user may drop them): no src, and
@@ -455,14 +456,16 @@ class Executor:
         self._cache.clear()
         self._fast.clear()
 
-    def _feeds(self, plan, count):
+    def _feeds(self, plan, count, lazy=False):
         # Only what can teach the model something: striped payloads, or large ones (one
-        # channel's rate). One rail never records, so it costs nothing extra.
+        # channel's rate). One rail never records, so it costs nothing extra. Not a lazy
+        # striped one (small): it splits by the prior (a cold bucket), and recording would
+        # keep it off the fast path (the 4 x 2 lab's 64 KiB: CPU-bound, session 19)
         return plan.key is not None and self.nchan > 1 and (
-            len(plan.slices) > 1 or count * plan.esize >= GLOBAL_MIN_BYTES)
+            (len(plan.slices) > 1 and not lazy) or count * plan.esize >= GLOBAL_MIN_BYTES)
 
-    def _feed_model(self, plan, count):
-        if not self._feeds(plan, count):
+    def _feed_model(self, plan, count, lazy=False):
+        if not self._feeds(plan, count, lazy):
             return
         times = self._engine.channel_times_ns()
         nbytes = [0] * self.nchan

@@ -16,11 +16,15 @@ the same table, so every rank decides the same:
   so the collective the others had started goes on where it was; the planner learns of the
   dead channels at the next vote everyone holds in the same collective.
 
-Striped collectives end with a vote (it costs a control round, nothing next to their
-payload). A small collective placed whole on one channel is *lazy*: it returns as soon as it
-is done here, keeping a copy of its input until the next collective shows that every rank
-finished it; a vote happens only when a rank sees a failure (the engine of every other
-rank stops to join it: nz_vote_called). Closing the communicator settles the last one.
+Large collectives end with a vote (it costs a control round, nothing next to their
+payload). A small one (LAZY_MAX_BYTES), on one channel or striped, is *lazy*: it returns as
+soon as it is done here, keeping a copy of its input until the next collective shows that
+every rank finished it; a vote happens only when a rank sees a failure (the engine of every
+other rank stops to join it: nz_vote_called). A rank left behind in a striped one re-runs
+the slices some rank could not finish with the ranks ahead and finishes the others where
+they are (agree). Closing the communicator settles the last one. (Until session 20 only a
+one-slice collective was lazy: a striped small one paid ~500 us of CPU per rank for its
+vote on 4 hosts x 2 ranks, docs/results/session19/issue17-piece.)
 
 A dead rail keeps being heartbeat; when every rank has heard every peer on it without a gap
 for NEZHA_READMIT seconds (decided by a vote), its channels are reconnected and it
@@ -147,7 +151,10 @@ class Failover:
         """Lazy collectives: those where a rank's finishing proves that every rank entered
         (they have a retarget: allreduce, allgather, reduce_scatter, alltoall, barrier, and
         broadcast and reduce while small, which then run as allreduces; a tree's root could
-        run ahead), whole on one channel, small.
+        run ahead), small, on one channel or striped (every slice is a whole collective of
+        all ranks on its channel, so finishing any proves every rank entered; a rank behind
+        votes the slices it could not finish, and agree re-runs those, finishing the others
+        where they are).
         Decided from what every rank knows alike (the plan, the planner's channels); while
         a rail is down every collective votes, which is also what re-admits it.
         Not one of no elements (a barrier excepted): its zero-byte ops count as done before
@@ -155,7 +162,7 @@ class Failover:
         doubling rank hears only its log2(n) partners) and ranks ran a collective ahead
         of one still stuck, having dropped the input it needed re-run (the 30-minute soak:
         "ranks need collective k re-run but this rank kept no input for it")."""
-        return (req.retarget is not None and len(plan.slices) == 1 and all(self.c.planner.alive)
+        return (req.retarget is not None and all(self.c.planner.alive)
                 and (req.spec[3] > 0 or req.spec[0] == _eng.COLL_BARRIER)
                 and (src is None or src.nbytes <= LAZY_MAX_BYTES))
 
@@ -204,16 +211,17 @@ class Failover:
         me = self.c._st.ncoll
         rerun = lost = 0
         same = None  # (table, since): the same table vote after vote is a livelock
+        fixed = 0  # slices of s re-run over a fresh connection (this rank behind): not in s
         while True:
-            if lazy and rc == _eng.ERR_OK:
+            if lazy and (rc == _eng.ERR_OK or fixed and self._done_but(s, ranges, fixed)):
                 # a lazy run resumed or re-run to the end: its AVG divisions, which no vote
                 # below applied (they were missing: the soak's root of a small AVG reduce
-                # got the sum after a re-run)
-                self.c._engine.finish(s)
+                # got the sum after a re-run); a re-run slice's were the re-run's
+                self._finish(s, ranges, fixed)
                 break
             failed, mask, moving = self.c._engine.failed_mask(), 0, False
             for i, (a, b) in enumerate(ranges):
-                if s.ops_complete(a, b):
+                if fixed >> i & 1 or s.ops_complete(a, b):
                     continue
                 if rc != _eng.ERR_VOTE or failed >> plan.slices[i][0] & 1:
                     mask |= 1 << i
@@ -235,11 +243,20 @@ class Failover:
             behind_mask = _voted_slices(table, me, len(ranges), self.c.rank,
                                         f"{req.name} #{req.seq}")
             if max(colls) > me:  # this rank is the one behind
+                behind_mask &= ~fixed
                 if behind_mask and lazy:
-                    self.c._engine.finish(s, [not (behind_mask >> i) & 1
-                                            for i in range(len(ranges))])  # AVG of the rest
-                    self._repair(req, plan, behind_mask, req.spec[6], src)
-                    break
+                    if rc == _eng.ERR_VOTE:
+                        # A striped one's other slices, stopped by the vote on live channels:
+                        # their bytes are in those streams, ahead of the next collective's.
+                        # Finish them first (the ranks ahead wait in the re-run), with the
+                        # re-run slices' channels cut (they fail at once): nothing of s
+                        # writes into a re-run slice after its re-run
+                        self._cut_channels(sorted({plan.slices[i][0]
+                                                   for i in _bits(behind_mask)}), req)
+                        rc = self._resume(req, s, plan, lazy)
+                    self._repair(req, plan, behind_mask, req.spec[6], src)  # with every rank
+                    fixed |= behind_mask
+                    continue
                 if rc == _eng.ERR_VOTE and not behind_mask:
                     rc = self._resume(req, s, plan, lazy)
                     continue
@@ -254,7 +271,7 @@ class Failover:
                 # the ranks ahead finished it too. Voting again would only stop them again
                 # (they wait for this rank in the next collective); the next collective
                 # meets the bad channel and votes on it with everyone in it.
-                self.c._engine.finish(s)
+                self._finish(s, ranges, fixed)
                 break
             closing = [p for p, (_, _, f) in enumerate(table) if f & _eng.VOTE_CLOSING]
             if closing:
@@ -287,6 +304,16 @@ class Failover:
             self.c._events[-1]["rerun_done_s"] = time.time()
             self.c._events[-1]["rerun_slices"] = lost
         return plan
+
+    @staticmethod
+    def _done_but(s, ranges, fixed):
+        """Every slice of s finished, except those in fixed (re-run elsewhere)."""
+        return all(fixed >> i & 1 or s.ops_complete(a, b) for i, (a, b) in enumerate(ranges))
+
+    def _finish(self, s, ranges, fixed):
+        """The AVG divisions of s, but a re-run slice's (its re-run applied them)."""
+        self.c._engine.finish(s, None if not fixed else
+                              [not (fixed >> i) & 1 for i in range(len(ranges))])
 
     def _stuck(self, same, table, req):
         """Votes that keep giving the same table without anything moving in between for

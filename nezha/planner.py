@@ -333,9 +333,10 @@ class Planner:
                 t = self.layout.time("allreduce", "rd", nbytes, 1, rate=rates[0])
             else:
                 t = self.layout.time(coll, name, nbytes, k, root, rate=sum(rates[:k]))
-            # with failover, a collective that is not lazy (striped, large, or a chain:
-            # failover.lazy_ok) ends with a vote, a control round of its own
-            if k > 1 or name == "chain" or per_rank > LAZY_MAX_BYTES:
+            # with failover, a collective that is not lazy (large, or a chain: no retarget,
+            # failover.lazy_ok) ends with a vote, a control round of its own; small striped
+            # ones are lazy too (session 20)
+            if name == "chain" or per_rank > LAZY_MAX_BYTES:
                 t += vote
             out[name] = t
         return out

@@ -214,6 +214,77 @@ def test_small_lazy_collectives_survive_a_deaf_rank(tmp_path, transport):
     assert all(results[0]["alive"].values()), results[0]["alive"]
 
 
+# small collectives striped over both rails: flat (the ring, forced: rd keeps an allreduce
+# whole) and hierarchical (2 hosts x 2 ranks, the 4 x 2 lab's 64 KiB case of issue 17)
+STRIPED = {"loop": {"NEZHA_MIN_RAIL_PIECE": "16", "NEZHA_ALGO": "ring"},
+           "loop+shm-hier": {"NEZHA_MIN_RAIL_PIECE": "16", "NEZHA_ALGO": "hier"}}
+
+
+@pytest.mark.parametrize("transport,bits", [("loop", "deaf"), ("loop", "stall"),
+                                            ("loop", "reset"), ("loop+shm-hier", "deaf")])
+def test_small_striped_collectives_are_lazy_and_survive_faults(tmp_path, transport, bits):
+    """Small collectives striped over both rails (NEZHA_MIN_RAIL_PIECE=16 B) return without
+    a vote (session 20: only one-slice ones did). A rail cut under one (a deaf rank, a
+    stalled or reset link) leaves ranks a collective behind with a slice unfinished: they
+    re-run it with the ranks ahead and finish the other where it is. Every result exact:
+    allreduce (AVG on floats too), allgather, reduce_scatter, alltoall, broadcast, reduce,
+    and the same on kept buffers (the fast path, which striped lazy calls now take)."""
+    def inject(table):
+        for k in range(3):
+            if bits == "deaf":
+                table.deafen(k % 2, [3 - k % 2], 4)
+            else:
+                rank = 1 + k % 3
+                table.cut(k % 2, [rank], [p for p in range(4) if p != rank],
+                          {"stall": fault.STALL, "reset": fault.RESET}[bits])
+            time.sleep(0.6)
+            table.heal()
+            time.sleep(1.5)
+
+    results, out = _run(tmp_path, "small", transport, inject, STRIPED[transport])
+    assert all(results), out
+    for r in results:
+        assert r["error"] is None and r["wrong"] == 0 and r["done"] > 100, (r, out)
+    assert sum(e["event"] == "down" for e in results[0]["events"]) >= 2, results[0]["events"]
+    assert all(results[0]["alive"].values()), results[0]["alive"]
+
+
+def test_ranks_behind_in_a_striped_small_collective_are_helped(tmp_path):
+    """Small allgathers and reduce_scatters striped over both rails (recursive doubling of
+    blocks, NEZHA_MIN_RAIL_PIECE=16 B). Each fault is set while the ranks wait
+    (failover_worker._pause), then they run one such collective: rank 3 (then 2) goes deaf
+    on one rail, so ranks 0 and 2 (1 and 3) finish it and return (lazy: no vote), the
+    others cannot finish that rail's slice. They are helped: all four re-run that slice
+    over a fresh connection (a "rerun" event on rank 0), the ranks behind finish the other
+    slice where it was; every result exact (also an AVG allreduce of floats and a sum,
+    whole on one rail). Before session 20 a striped one voted at its end: no rank was ever
+    behind in one (no allgather or reduce_scatter "rerun" event: this test failed)."""
+    d = tmp_path / "inject"  # apart from the ranks' ready.{rank}
+    d.mkdir()
+
+    def inject(table):
+        for k in range(4):
+            (d / f"arm.{k}").write_text("")
+            deadline = time.time() + 60
+            while not (d / f"ready.{k}").exists():
+                assert time.time() < deadline, f"the ranks did not pause ({k})"
+                time.sleep(0.02)
+            table.deafen(k % 2, [3 - k % 2], 4)
+            (d / f"go.{k}").write_text("")
+            time.sleep(0.8)
+            table.heal()
+            time.sleep(1.5)  # the rail is re-admitted
+
+    env = {"NEZHA_MIN_RAIL_PIECE": "16", "TEST_INJECT_DIR": str(d), "TEST_PAUSE_MIX": "1"}
+    results, out = _run(tmp_path, "small", "loop", inject, env)
+    assert all(results), out
+    for r in results:
+        assert r["error"] is None and r["wrong"] == 0, (r, out)
+    reruns = {e["collective"] for e in results[0]["events"] if e["event"] == "rerun"}
+    assert {"allgather", "reduce_scatter"} <= reruns, (results[0]["events"], out)
+    assert all(results[0]["alive"].values()), results[0]["alive"]
+
+
 @pytest.mark.parametrize("bits", ["deaf", "stall", "reset"])
 def test_fast_path_collectives_survive_faults(tmp_path, bits):
     """Faults while the ranks repeat allreduce, broadcast, allgather, reduce_scatter and

@@ -154,7 +154,8 @@ def predict(hosts, rates_gbps, nbytes, cut_host, cut_rail, at, timeout=0.06, vot
             phase_q=None, phase_silence=True, resend=True, start=0.0, ref_start=None, rph=1):
     """One cut: a dict with the simulated two-rail and one-rail times, when the cut slices
     were detected and re-run, and the extra time over the bench's ideal (seconds). A lazy
-    plan (one slice, small) goes to the lazy model: heartbeat, spin and phase_q (None: the
+    plan of one slice (small) goes to the lazy model (a small striped one, lazy too since
+    session 20, keeps the striped model: silence, a vote, its unfinished slices re-run): heartbeat, spin and phase_q (None: the
     mean phase wait; q: that quantile) are its parameters; striped plans ignore them.
     resend: the vote waits VOTE_RESEND_S more when the cut rail is rail 0 (the code since
     the one-copy vote; False for runs before it). start: seconds from the bench's clock

@@ -176,9 +176,32 @@ def _pause(comm, d, k, stop):
         os.rename(os.path.join(d, f"ready.{k}.tmp"), os.path.join(d, f"ready.{k}"))
     if not _wait_file(os.path.join(d, f"go.{k}"), stop):
         return wrong
-    a[:] = np.arange(5) * (r + 1)  # the allreduce the fault catches
-    comm.allreduce(a)
-    return wrong + int(not np.array_equal(a, np.arange(5) * (n * (n + 1) // 2)))
+    mix = ("allgather", "reduce_scatter", "avg", "sum")
+    return wrong + _caught(comm, mix[k % 4] if os.environ.get("TEST_PAUSE_MIX") else "sum")
+
+
+def _caught(comm, kind):
+    """The collective the fault catches: an allreduce of 5 int64 (sum); with
+    TEST_PAUSE_MIX, in turn an allgather, a reduce_scatter and an AVG allreduce of float64
+    too. Returns 1 if it came out wrong."""
+    r, n = comm.rank, comm.size
+    x = np.arange(5) * (r + 1)
+    total = np.arange(5) * (n * (n + 1) // 2)
+    if kind == "avg":  # a re-run slice divides once (in its re-run), the rest once too
+        a = x.astype(np.float64)
+        comm.allreduce(a, op=nezha.AVG)
+        return int(not np.array_equal(a, total / n))
+    if kind == "allgather":
+        out = np.full(5 * n, -1, np.int64)
+        comm.allgather(x, out)
+        return int(not np.array_equal(out, np.concatenate([np.arange(5) * (p + 1)
+                                                           for p in range(n)])))
+    if kind == "reduce_scatter":
+        out = np.full(5, -1, np.int64)
+        comm.reduce_scatter(np.tile(x, n), out)
+        return int(not np.array_equal(out, total))
+    comm.allreduce(x)
+    return int(not np.array_equal(x, total))
 
 
 def _status(comm, done, last):
@@ -250,7 +273,7 @@ def main(stop, kind):
                 last = _status(comm, done, last)
         st = comm.stats()
         report(dict(error=None, wrong=wrong, done=done, events=st["events"],
-                    alive=st["alive"], fast=st["fast_path_calls"],
+                    alive=st["alive"], fast=st["fast_path_calls"], votes=st["votes"],
                     snaps=[st["snapshots"][k] for k in ("at_post", "at_run")]
                     if "snapshots" in st else None))
     except nezha.NezhaError as exc:
