@@ -144,8 +144,11 @@ def fault_cycle(table, ranks, cut, runs=5):
     st = ranks.wait("every rank re-admitting the healed rail",
                     lambda st: all(s["alive"] and s["up"] > u for s, u in zip(st, up)))
     done = [s["done"] for s in st]
+    # alive at the end too: a healed rail was seen going down once more right after its
+    # re-admission (~1 case in 12, reset/close, session 20; the old fixed 2 s sleep let it be
+    # re-admitted again before the end). Not explained yet: the session 20 note.
     ranks.wait(f"{runs} collectives per rank on every rail",
-               lambda st: all(s["done"] >= d + runs for s, d in zip(st, done)))
+               lambda st: all(s["done"] >= d + runs and s["alive"] for s, d in zip(st, done)))
 
 
 def _ready(tmp_path, procs, timeout=90):
