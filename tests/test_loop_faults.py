@@ -232,7 +232,7 @@ def test_small_striped_collectives_are_lazy_and_survive_faults(tmp_path, transpo
     re-run it with the ranks ahead and finish the other where it is. Every result exact:
     allreduce (AVG on floats too), allgather, reduce_scatter, alltoall, broadcast, reduce,
     and the same on kept buffers (the fast path, which striped lazy calls now take)."""
-    def inject(table):
+    def inject(table, ranks):
         for k in range(3):
             if bits == "deaf":
                 table.deafen(k % 2, [3 - k % 2], 4)
@@ -243,6 +243,7 @@ def test_small_striped_collectives_are_lazy_and_survive_faults(tmp_path, transpo
             time.sleep(0.6)
             table.heal()
             time.sleep(1.5)
+        ranks.wait("every rail alive at the end", lambda st: all(s["alive"] for s in st))
 
     results, out = _run(tmp_path, "small", transport, inject, STRIPED[transport])
     assert all(results), out
@@ -265,7 +266,7 @@ def test_ranks_behind_in_a_striped_small_collective_are_helped(tmp_path):
     d = tmp_path / "inject"  # apart from the ranks' ready.{rank}
     d.mkdir()
 
-    def inject(table):
+    def inject(table, ranks):
         for k in range(4):
             (d / f"arm.{k}").write_text("")
             deadline = time.time() + 60
@@ -277,6 +278,7 @@ def test_ranks_behind_in_a_striped_small_collective_are_helped(tmp_path):
             time.sleep(0.8)
             table.heal()
             time.sleep(1.5)  # the rail is re-admitted
+        ranks.wait("every rail alive at the end", lambda st: all(s["alive"] for s in st))
 
     env = {"NEZHA_MIN_RAIL_PIECE": "16", "TEST_INJECT_DIR": str(d), "TEST_PAUSE_MIX": "1"}
     results, out = _run(tmp_path, "small", "loop", inject, env)
