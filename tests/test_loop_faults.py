@@ -217,6 +217,17 @@ def test_small_lazy_collectives_survive_a_deaf_rank(tmp_path, transport):
     assert all(results[0]["alive"].values()), results[0]["alive"]
 
 
+def _cut(table, k, bits):
+    """The k-th of a series of faults: rank 3 (then 2) deaf on rail k % 2, or rank 1 + k % 3
+    stalled or reset on rail k % 2 to every peer."""
+    if bits == "deaf":
+        table.deafen(k % 2, [3 - k % 2], 4)
+    else:
+        rank = 1 + k % 3
+        table.cut(k % 2, [rank], [p for p in range(4) if p != rank],
+                  {"stall": fault.STALL, "reset": fault.RESET}[bits])
+
+
 # small collectives striped over both rails: flat (the ring, forced: rd keeps an allreduce
 # whole) and hierarchical (2 hosts x 2 ranks, the 4 x 2 lab's 64 KiB case of issue 17)
 STRIPED = {"loop": {"NEZHA_MIN_RAIL_PIECE": "16", "NEZHA_ALGO": "ring"},
@@ -234,16 +245,7 @@ def test_small_striped_collectives_are_lazy_and_survive_faults(tmp_path, transpo
     and the same on kept buffers (the fast path, which striped lazy calls now take)."""
     def inject(table, ranks):
         for k in range(3):
-            if bits == "deaf":
-                table.deafen(k % 2, [3 - k % 2], 4)
-            else:
-                rank = 1 + k % 3
-                table.cut(k % 2, [rank], [p for p in range(4) if p != rank],
-                          {"stall": fault.STALL, "reset": fault.RESET}[bits])
-            time.sleep(0.6)
-            table.heal()
-            time.sleep(1.5)
-        ranks.wait("every rail alive at the end", lambda st: all(s["alive"] for s in st))
+            fault_cycle(table, ranks, lambda: _cut(table, k, bits), runs=40)
 
     results, out = _run(tmp_path, "small", transport, inject, STRIPED[transport])
     assert all(results), out
@@ -295,17 +297,9 @@ def test_fast_path_collectives_survive_faults(tmp_path, bits):
     """Faults while the ranks repeat allreduce, broadcast, allgather, reduce_scatter and
     alltoall on the same buffers (the fast path, fastpath.pxi: a run it cannot finish goes
     on in the executor): every result exact, the rail re-admitted, most calls fast."""
-    def cut(table, k):
-        if bits == "deaf":
-            table.deafen(k % 2, [3 - k % 2], 4)
-        else:
-            rank = 1 + k % 3
-            table.cut(k % 2, [rank], [p for p in range(4) if p != rank],
-                      {"stall": fault.STALL, "reset": fault.RESET}[bits])
-
     def inject(table, ranks):
         for k in range(3):
-            fault_cycle(table, ranks, lambda: cut(table, k), runs=40)
+            fault_cycle(table, ranks, lambda: _cut(table, k, bits), runs=40)
 
     results, out = _run(tmp_path, "kept", "loop", inject)
     assert all(results), out

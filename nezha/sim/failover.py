@@ -155,8 +155,9 @@ def predict(hosts, rates_gbps, nbytes, cut_host, cut_rail, at, timeout=0.06, vot
     """One cut: a dict with the simulated two-rail and one-rail times, when the cut slices
     were detected and re-run, and the extra time over the bench's ideal (seconds). A lazy
     plan of one slice (small) goes to the lazy model (a small striped one, lazy too since
-    session 20, keeps the striped model: silence, a vote, its unfinished slices re-run): heartbeat, spin and phase_q (None: the
-    mean phase wait; q: that quantile) are its parameters; striped plans ignore them.
+    session 20, keeps the striped model: silence, a vote, its unfinished slices re-run):
+    heartbeat, spin and phase_q (None: the mean phase wait; q: that quantile) are its
+    parameters; striped plans ignore them.
     resend: the vote waits VOTE_RESEND_S more when the cut rail is rail 0 (the code since
     the one-copy vote; False for runs before it). start: seconds from the bench's clock
     start to the data moving (snapshot_s; striped plans): `at` is on the bench's clock,
