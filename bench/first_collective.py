@@ -53,23 +53,103 @@ def worker(args):
             b = np.empty_like(a)
             b.fill(0)
             del b
+    phases = time_phases() if args.phases else None
     rows = []
+    net = [tcp_counters()] if args.netstat else None
     for i in range(args.count):
         comm.barrier()
         t0 = time.perf_counter()
         comm.allreduce(a)
         t1 = time.perf_counter()
+        if net is not None:
+            net.append(tcp_counters())
+        if phases is not None:
+            phases.append(dict(phases.pop(0), total=(t1 - t0) * 1e3))
+            phases.insert(0, {})
         if comm.rank == 0:
             shares = {}
             for c, _, cnt in comm._st.last_plan.slices:
                 name = comm._mesh.chan_name(c)
                 shares[name] = shares.get(name, 0) + cnt / a.size
             rows.append(dict(i=i, ms=(t1 - t0) * 1e3, shares=shares))
+    if phases is not None:
+        calls = phases[1:]
+        keys = sorted({k for c in calls for k in c})
+        med = {k: statistics.median(c.get(k, 0) for c in calls[10:20]) for k in keys}
+        print(f"PHASES {comm.rank} " + json.dumps(
+            [{k: round(v, 2) for k, v in c.items()} for c in calls[:3]]
+            + [{k: round(v, 2) for k, v in med.items()}]), flush=True)
+    if net is not None:
+        deltas = [{k: b[k] - a_[k] for k in b if b[k] != a_[k]} for a_, b in zip(net, net[1:])]
+        print(f"NET {comm.rank} " + json.dumps(deltas[:3] + [sum_counts(deltas[3:])]), flush=True)
     if comm.rank == 0:
         st = comm.stats()
         print("RUN " + json.dumps(dict(init_ms=init_ms, probe=st["probe"], rows=rows,
                                        rates=st["model"]["rates_mbps"])), flush=True)
     comm.close()
+
+
+def time_phases():
+    """Diagnostic: ms spent per call in the executor's steps (plan + schedule, the snapshot's
+    buffer, the run on the rails, the conclusion, the model's feed). Returns a list whose
+    first dict is the call in progress (the caller rotates it)."""
+    import numpy as np
+
+    from nezha import buffers, executor, planner
+    acc = [{}]
+
+    def wrap(cls, name, label):
+        f = getattr(cls, name)
+
+        def timed(*a, **kw):
+            t = time.perf_counter()
+            try:
+                return f(*a, **kw)
+            finally:
+                acc[0][label] = acc[0].get(label, 0) + (time.perf_counter() - t) * 1e3
+        setattr(cls, name, timed)
+    for cls, name, label in ((executor.Executor, "_schedule", "schedule"),
+                             (executor.Executor, "_run", "run"),
+                             (executor.Executor, "_conclude", "conclude"),
+                             (executor.Executor, "_feed_model", "feed"),
+                             (executor.Executor, "_execute", "execute"),
+                             (planner.Planner, "split", "split"),
+                             (buffers.Spares, "get", "spare")):
+        wrap(cls, name, label)
+    copyto = np.copyto  # the snapshot's copy (and any other in the call)
+
+    def timed_copyto(*a, **kw):
+        t = time.perf_counter()
+        try:
+            return copyto(*a, **kw)
+        finally:
+            acc[0]["copyto"] = acc[0].get("copyto", 0) + (time.perf_counter() - t) * 1e3
+    np.copyto = timed_copyto
+    return acc
+
+
+NET_KEYS = ("RetransSegs", "TCPTimeouts", "TCPLossProbes", "TCPSackRecovery", "TCPLostRetransmit",
+            "TCPFastRetrans", "TCPSlowStartRetrans", "TCPSpuriousRTOs")
+
+
+def tcp_counters():
+    """This host's (network namespace's) TCP loss counters from /proc/net/{snmp,netstat}."""
+    got = {}
+    for path in ("/proc/net/snmp", "/proc/net/netstat"):
+        with open(path) as f:
+            lines = f.read().splitlines()
+        for head, vals in zip(lines[::2], lines[1::2]):
+            got.update(zip(head.split()[1:], map(int, vals.split()[1:])))
+    return {k: got.get(k, 0) for k in NET_KEYS}
+
+
+def sum_counts(ds):
+    """Counters summed over a list of deltas."""
+    out = {}
+    for d in ds:
+        for k, v in d.items():
+            out[k] = out.get(k, 0) + v
+    return out
 
 
 def parse_size(s):
@@ -105,6 +185,12 @@ def main():
                    help="diagnostic: touch and free two payload-sized blocks before the timed ones")
     p.add_argument("--warmup", action="store_true",
                    help="diagnostic: one unrecorded evenly split allreduce before the timed ones")
+    p.add_argument("--phases", action="store_true",
+                   help="diagnostic: every rank prints ms per executor step (PHASES lines in "
+                        "--log: calls 1, 2, 3, then the median of 10..19)")
+    p.add_argument("--netstat", action="store_true",
+                   help="diagnostic: every rank prints its host's TCP loss counters per call "
+                        "(NET lines in --log: calls 1, 2, 3, then the rest summed)")
     p.add_argument("-x", action="append", default=[], help="extra K=V for the ranks")
     args = p.parse_args()
     args.size = parse_size(args.size)
@@ -118,7 +204,8 @@ def main():
         lab.up(replace=True)
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--size", str(args.size),
            "--count", str(args.count)] + (["--warmup"] if args.warmup else []) + (
-               ["--prefault"] if args.prefault else [])
+               ["--prefault"] if args.prefault else []) + (["--netstat"] if args.netstat else []) + (
+                   ["--phases"] if args.phases else [])
     runs = []
     try:
         for rep in range(args.reps):
