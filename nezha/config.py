@@ -424,7 +424,7 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
         "error, only silence). Keep it several heartbeats long.")),
     Param("READMIT", "float", "1.0", bound=">= 0", help=(
         "A failed rail comes back into use when every rank has heard every peer on it without "
-        "a gap for this many seconds.")),
+        "a gap for this many seconds since it failed.")),
     Param("LAB_NAME", "str", "", syntax="short name (letters, digits)", help=(
         "Default lab for the `nezha lab` commands, so that two labs on one machine (a test "
         "run and a demo) keep apart; unset means nz. `nezha lab run` sets it for the ranks, "

@@ -27,8 +27,9 @@ one-slice collective was lazy: a striped small one paid ~500 us of CPU per rank 
 vote on 4 hosts x 2 ranks, docs/results/session19/issue17-piece.)
 
 A dead rail keeps being heartbeat; when every rank has heard every peer on it without a gap
-for NEZHA_READMIT seconds (decided by a vote), its channels are reconnected and it
-re-enters the plan cold. When a vote would leave no rail at all, a dead rail every rank has
+for NEZHA_READMIT seconds since it failed (decided by a vote), its channels are reconnected
+and it re-enters the plan cold. (Counting from before the failure let a reset rail come back
+milliseconds later and fail again, many times a fault: session 21.) When a vote would leave no rail at all, a dead rail every rank has
 heard within the peer-lost wait comes back at once instead (a rail given up for a congested
 or starved moment must not turn the next real cut into the end of the job).
 """
@@ -139,6 +140,7 @@ class Failover:
         self.readmit_s = readmit_s
         self.generation = 0   # of fresh connections (re-runs for ranks behind, re-admission)
         self.cut = set()      # channels closed by a vote taken across two collectives
+        self.chan_gen = {}    # channel: the generation of its connections (re-admission)
 
     def _live_rails(self):
         m = 0
@@ -469,11 +471,14 @@ class Failover:
             self.c._events.append({"event": "down", "channel": self.c._mesh.chan_name(c),
                                  "collective": req.name, "seq": req.seq,
                                  "why": "a rank could not finish on it", "peer": None,
-                                 "time": time.time(), "detect_ms": None})
+                                 "time": time.time(), "detect_ms": None,
+                                 "gen": self.chan_gen.get(c, 0)})
             log.warn("HEALTH", f"rail {self.c._mesh.chan_name(c)} failed during {req.name} "
                      f"#{req.seq}; re-running it on another rail")
 
     def _close_fds(self, c):
+        # its rail is heard steadily (re-admission) only from now on
+        self.c._engine.restart_steady(c // self.c._mesh.nconns)
         for p in range(self.c.size):
             if p != self.c.rank:
                 self.c._engine.set_endpoint(c * self.c.size + p, None)
@@ -539,7 +544,8 @@ class Failover:
             self.c._events.append({"event": "down", "channel": name, "collective": req.name,
                                  "seq": req.seq, "why": w, "peer": p, "time": time.time(),
                                  "detect_ms": next((ns / 1e6 for cc, _, _, _, ns in failed_here
-                                                    if cc == c), None)})
+                                                    if cc == c), None),
+                                 "gen": self.chan_gen.get(c, 0)})
             log.warn("HEALTH", f"rail {name} failed during {req.name} #{req.seq} "
                      f"({w}{'' if p is None else f' with rank {p}'}); rerouting to "
                      f"{[self.c._mesh.chan_name(x) for x, a in enumerate(self.c.planner.alive) if a]}")
@@ -565,11 +571,12 @@ class Failover:
             self.c._engine.set_endpoint(c * self.c.size + peer, self.c._mesh.tcp_endpoint(sock, peer, c))
         for c in back:
             self.c.planner.alive[c] = True
+            self.chan_gen[c] = self.generation
             name = self.c._mesh.chan_name(c)
             down = next((e for e in reversed(self.c._events)
                          if e["event"] == "down" and e["channel"] == name), None)
             self.c._events.append({"event": "up", "channel": name, "seq": req.seq,
-                                 "time": time.time(),
+                                 "time": time.time(), "gen": self.generation,
                                  "down_s": None if down is None else time.time() - down["time"]})
             log.warn("HEALTH", f"rail {name} answers again: re-admitted ({how}) after "
                      f"{req.name} #{req.seq}")

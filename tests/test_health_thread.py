@@ -86,6 +86,52 @@ def test_heard_rails_window():
     pair(body)
 
 
+@pytest.mark.timeout(90)
+def test_readmission_steadiness_starts_over_at_a_failure():
+    """The steadiness that re-admission asks for (heard_rails with a steady window, the
+    NEZHA_READMIT vote) counts from the rail's failure here (Engine.restart_steady, called
+    when failover closes a channel) and breaks on a silence going on now. Session 21: a rail
+    whose data connections were reset came back at the next vote, milliseconds later, and
+    failed again at once, a dozen times before its silence reached the rail timeout
+    (tests/test_loop_faults.py). Before, restart_steady did not exist and a peer silent for
+    0.15 s counted as heard steadily (since[] learns of a gap only once the peer is heard)."""
+    def body(comm, sync):
+        nrails = len(comm._mesh.rails)
+        eng = comm._engine
+        sync.wait()
+        if comm.rank == 1:
+            sync.wait()       # rank 0 saw rail 0 fail and come back
+            eng.close()       # no more heartbeats from rank 1 (its sockets stay open)
+            sync.wait()
+            return None
+        # heard without a gap for 0.3 s (a loaded machine may delay a heartbeat: poll)
+        assert _until(lambda: eng.heard_rails(nrails, 0, 0.3) == ALL), "never steady"
+        eng.restart_steady(0)  # rail 0 failed here
+        t0 = time.monotonic()
+        assert eng.heard_rails(nrails, 0, 0.3) == 0b10      # steady again only later
+        assert eng.heard_rails(nrails, 0, 0.0) == ALL       # but heard all along
+        assert _until(lambda: eng.heard_rails(nrails, 0, 0.3) == ALL), "rail 0 not back"
+        assert time.monotonic() - t0 >= 0.3
+        sync.wait()
+        time.sleep(0.15)      # rank 1 silent: more than 3 heartbeats (a gap), going on
+        got = (eng.heard_rails(nrails, 0, 0.3, 30.0), eng.heard_rails(nrails, 0, 0.0, 30.0))
+        sync.wait()
+        assert got == (0, ALL), got
+        return None
+
+    pair(body)
+
+
+def _until(cond, timeout=10.0):
+    """Poll cond every 10 ms until it holds (True) or timeout passes (False)."""
+    end = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.01)
+    return True
+
+
 def _native_tids():
     """Threads of this process that Python did not start (the C health threads, and any
     a library such as OpenBLAS started)."""

@@ -144,9 +144,11 @@ def fault_cycle(table, ranks, cut, runs=5):
     st = ranks.wait("every rank re-admitting the healed rail",
                     lambda st: all(s["alive"] and s["up"] > u for s, u in zip(st, up)))
     done = [s["done"] for s in st]
-    # alive at the end too: a healed rail was seen going down once more right after its
-    # re-admission (~1 case in 12, reset/close, session 20; the old fixed 2 s sleep let it be
-    # re-admitted again before the end). Not explained yet: the session 20 note.
+    # alive at the end too (a rail down again right after its re-admission, session 20:
+    # a reset rail flapped while its fault lasted, re-admitted within ms by a vote that
+    # counted heartbeats from before the failure, and these waits could take a flap's
+    # statuses for the reroute and the re-admission; fixed in session 21,
+    # test_a_reset_rail_stays_down_until_healed)
     ranks.wait(f"{runs} collectives per rank on every rail",
                lambda st: all(s["done"] >= d + runs and s["alive"] for s, d in zip(st, done)))
 
@@ -198,6 +200,44 @@ def test_results_exact_across_repeated_faults(tmp_path, transport, bits):
     assert sum(e["event"] == "down" for e in results[0]["events"]) >= 2, events
     assert sum(e["event"] == "up" for e in results[0]["events"]) >= 2, events
     assert all(results[0]["alive"].values()), results[0]["alive"]
+
+
+@pytest.mark.parametrize("bits", ["reset", "close"])
+def test_a_reset_rail_stays_down_until_healed(tmp_path, bits):
+    """Rank 1's rail 0 reset (or closed) to every peer for 1 s: each rank gives it up once,
+    re-admits it once after the heal (NEZHA_READMIT after its failure, on connections of a
+    later generation) and it stays up for 20 collectives. Before session 21 it came back at
+    the next vote, milliseconds after its failure (its heartbeats, silent for less than the
+    rail timeout, still counted as heard steadily) and failed again at once, a dozen times
+    per fault: this failed with down, up, down, up... on every rank."""
+    mode = {"reset": fault.RESET, "close": fault.CLOSE}[bits]
+    marks = {}
+
+    def inject(table, ranks):
+        up = [s["up"] for s in ranks.wait("the ranks' first status", lambda st: True)]
+        marks["cut"] = time.time()
+        table.cut(0, [1], [0, 2, 3], mode)
+        ranks.wait("every rank rerouting around the fault",
+                   lambda st: not any(s["alive"] for s in st))
+        time.sleep(1.0)  # the old flapping lasted the rail timeout (0.25 s) after the cut
+        marks["heal"] = time.time()
+        table.heal()
+        st = ranks.wait("every rank re-admitting the healed rail",
+                        lambda st: all(s["alive"] and s["up"] > u for s, u in zip(st, up)))
+        done = [s["done"] for s in st]
+        ranks.wait("20 collectives per rank on every rail",
+                   lambda st: all(s["done"] >= d + 20 and s["alive"] for s, d in zip(st, done)))
+
+    results, out = _run(tmp_path, "all", "loop", inject)
+    assert all(results), out
+    for r in results:
+        assert r["error"] is None and r["wrong"] == 0, (r, out)
+        ev = [e for e in r["events"] if e["event"] in ("down", "up") and e["channel"] == "loop0"]
+        assert [e["event"] for e in ev] == ["down", "up"], (marks, ev)
+        down, up = ev
+        assert marks["cut"] < down["time"] < marks["heal"] < up["time"], (marks, ev)
+        assert up["gen"] > down["gen"], ev
+        assert all(r["alive"].values()), r["alive"]
 
 
 @pytest.mark.parametrize("transport", sorted(TRANSPORTS))

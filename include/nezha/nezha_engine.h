@@ -739,7 +739,10 @@ out:
 }
 
 /* Rails on which this rank has heard every peer (health heartbeats only, not data) within
- * quiet_ns, without a gap for at least steady_ns: with quiet_ns = e->silent_ns the rank's
+ * quiet_ns, without a gap for at least steady_ns (a silence of more than 3 heartbeats going
+ * on now is a gap too: since[] only learns of a gap once the peer is heard again, and a
+ * rail reset while its heartbeats had been silent for less than quiet_ns was re-admitted
+ * in the middle of its fault, session 21): with quiet_ns = e->silent_ns the rank's
  * vote for re-admitting a rail; with steady_ns = 0 and the peer-lost wait, the rails a
  * vote that would leave none may take back (nezha/failover.py, _vote). One C loop: done
  * in Python per rail x peer it cost O(size x rails) interpreter work per striped vote. */
@@ -756,11 +759,25 @@ static inline uint64_t nz_heard_rails(nz_engine_t *e, int32_t nrails, int32_t ra
             int32_t c = r * h->size + p;
             /* steady_ns 0: no since test (the health thread may set since after our now) */
             ok = !h->closed[c] && now - h->last_heard[c] <= quiet_ns &&
-                 (steady_ns <= 0 || now - h->since[c] >= steady_ns);
+                 (steady_ns <= 0 || (now - h->since[c] >= steady_ns &&
+                                     now - h->last_heard[c] <= 3 * h->interval_ns));
         }
         if (ok) m |= 1ULL << r;
     }
     return m;
+}
+
+/* Rail r failed here (a channel of it set aside by a vote): its steadiness for re-admission
+ * starts over now. The heartbeats heard before the failure prove nothing about the rail
+ * after it: a rail whose data connections were reset while its heartbeats went on, or had
+ * been silent only a moment, came back at the next vote and failed again at once, a dozen
+ * times in 0.2 s (tests/test_loop_faults.py, session 21). */
+static inline void nz_rail_restart_steady(nz_engine_t *e, int32_t r) {
+    nz_health_t *h = e->health;
+    if (!h) return;
+    int64_t now = nz_now_ns();
+    for (int32_t p = 0; p < h->size; p++)
+        if (r * h->size + p < h->n) h->since[r * h->size + p] = now;
 }
 
 /* A vote (failover on): every rank tells every other, over every rail, which

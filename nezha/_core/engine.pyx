@@ -577,6 +577,11 @@ cdef class Engine:
         cdef int64_t q = <int64_t>(quiet * 1e9) if quiet >= 0 else self.e.silent_ns
         return nz_heard_rails(&self.e, nrails, rank, <int64_t>(steady * 1e9), q)
 
+    def restart_steady(self, int rail):
+        """rail failed here: it is heard steadily (heard_rails) only from now on."""
+        if rail >= 0 and rail < 64:
+            nz_rail_restart_steady(&self.e, rail)
+
     def rail_silence(self, int rail, int peer):
         """Seconds since peer was last heard on rail, and whether that connection closed."""
         cdef int i = rail * self.size + peer

@@ -259,6 +259,7 @@ cdef extern from "nezha/nezha_engine.h" nogil:
     void nz_set_no_spin(int on)
     uint64_t nz_heard_rails(nz_engine_t *e, int32_t nrails, int32_t rank, int64_t steady_ns,
                             int64_t quiet_ns)
+    void nz_rail_restart_steady(nz_engine_t *e, int32_t r)
     int nz_vote(nz_engine_t *e, int32_t rank, uint32_t seq, int64_t coll, uint64_t mask,
                 uint16_t flags, uint64_t heard, uint64_t live_rails, int32_t nrails,
                 int64_t deadline_ns, int64_t *colls, uint64_t *masks, uint16_t *oflags,
