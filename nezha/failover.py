@@ -29,9 +29,10 @@ vote on 4 hosts x 2 ranks, docs/results/session19/issue17-piece.)
 A dead rail keeps being heartbeat; when every rank has heard every peer on it without a gap
 for NEZHA_READMIT seconds since it failed (decided by a vote), its channels are reconnected
 and it re-enters the plan cold. (Counting from before the failure let a reset rail come back
-milliseconds later and fail again, many times a fault: session 21.) When a vote would leave no rail at all, a dead rail every rank has
-heard within the peer-lost wait comes back at once instead (a rail given up for a congested
-or starved moment must not turn the next real cut into the end of the job).
+milliseconds later and fail again, many times a fault: session 21.) When a vote would leave
+no rail at all, a dead rail every rank has heard within the peer-lost wait comes back at
+once instead (a rail given up for a congested or starved moment must not turn the next real
+cut into the end of the job).
 """
 import threading
 import time
