@@ -64,7 +64,7 @@ def _paused(d, k, timeout=60):
     (d / f"arm.{k}").write_text("")
     ready = d / f"ready.{k}"
     deadline = time.time() + timeout
-    while not ready.exists():
+    while not (ready.exists() and all((d / f"paused.{k}.{r}").exists() for r in range(4))):
         assert time.time() < deadline, f"the ranks did not pause ({ready})"
         time.sleep(0.02)
     return int(re.search(r"\[\((\d+),", ready.read_text()).group(1))

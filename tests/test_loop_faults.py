@@ -312,7 +312,7 @@ def test_ranks_behind_in_a_striped_small_collective_are_helped(tmp_path):
         for k in range(4):
             (d / f"arm.{k}").write_text("")
             deadline = time.time() + 60
-            while not (d / f"ready.{k}").exists():
+            while not all((d / f"paused.{k}.{r}").exists() for r in range(4)):
                 assert time.time() < deadline, f"the ranks did not pause ({k})"
                 time.sleep(0.02)
             table.deafen(k % 2, [3 - k % 2], 4)

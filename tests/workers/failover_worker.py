@@ -153,8 +153,9 @@ def _wait_file(path, stop):
 def _pause(comm, d, k, stop):
     """Pause k, asked for by the driver (file arm.k, seen by some rank; every rank pauses at
     the same collective): with every rail back in use, rank 0 writes the plan of the small
-    allreduce all will run next (ready.k), then all wait for go.k; the driver cuts a rail of
-    that plan meanwhile, so the fault catches that allreduce in flight, whatever the timing.
+    allreduce all will run next (ready.k), each rank writes paused.k.rank, then all wait for
+    go.k; the driver cuts a rail of that plan meanwhile, so the fault catches that allreduce
+    in flight, whatever the timing.
     Returns how many results came out wrong."""
     r, n = comm.rank, comm.size
     a = np.zeros(5, np.int64)
@@ -170,6 +171,9 @@ def _pause(comm, d, k, stop):
         time.sleep(0.01)
     else:
         raise RuntimeError(f"pause {k}: a rail was not re-admitted")
+    # each rank says it is through that allreduce (lazy: rank 0 returns from it before the
+    # others finish it; a fault set then caught it instead of the next, session 21)
+    open(os.path.join(d, f"paused.{k}.{r}"), "w").close()
     if r == 0:
         with open(os.path.join(d, f"ready.{k}.tmp"), "w") as f:
             f.write(comm.stats()["last_plan"])
