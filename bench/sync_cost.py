@@ -18,6 +18,13 @@ from mpi4py import MPI
 import nezha
 
 
+def _after(c, s):
+    prev = np.zeros_like(s, bool)
+    prev[:, 1:] = s[:, :-1] > 0
+    pick = prev & (s == 0)
+    return float(c[pick].mean()) if pick.any() else None
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--size", default="256K")
@@ -59,6 +66,9 @@ def main():
                "call_us_mean": float(c.mean()),
                "call_us_mean_synced": float(c[s > 0].mean()) if w.size else None,
                "call_us_mean_not_synced": float(c[s == 0].mean()) if w.size < s.size else None,
+               # a call right after a synced one (not syncing itself): the links idled
+               # through the sync, so a tbf bucket starts it full
+               "call_us_mean_after_sync": _after(c, s),
                "sync_us_mean": float(w.mean()) if w.size else 0.0,
                "sync_us_median": float(np.median(w)) if w.size else 0.0,
                "calls_with_sync": int(w.size),
