@@ -266,11 +266,12 @@ def settle(world, step, barrier):
     time_loop(step, barrier, 0, iters)
 
 
-def time_loop(step, barrier, iterations, warmup, barrier_each=True, cpu=None):
+def time_loop(step, barrier, iterations, warmup, barrier_each=True, cpu=None, starts=None):
     """OSU loop: warm-up, then time each step; barrier after each call, outside the timer.
     cpu: a list that gets this process's (user, system) CPU seconds summed over the timed
     calls, read around each call outside the timer (warm-up and barriers excluded), then
-    (user, system) over the whole timed loop (barriers and what threads did between calls)."""
+    (user, system) over the whole timed loop (barriers and what threads did between calls).
+    starts: a list that gets each timed call's start (perf_counter, s)."""
     for _ in range(warmup):
         step()
         if barrier_each:
@@ -287,6 +288,8 @@ def time_loop(step, barrier, iterations, warmup, barrier_each=True, cpu=None):
         t0 = clock()
         step()
         samples[i] = clock() - t0
+        if starts is not None:
+            starts.append(t0)
         if usage:
             u1, s1 = usage()
             user += u1 - u0
@@ -352,6 +355,20 @@ def _extras(be, args, algorithm):
     return extras
 
 
+def rank_calls(world, starts, raw):
+    """Every rank's timed calls on one clock (perf_counter is CLOCK_MONOTONIC, one for all
+    the lab's namespaces): {"start_us": per rank, each call's start after the earliest
+    rank's first, "us": per rank, each call's time}, on rank 0. The row is the mean over
+    ranks of their own times, each from its own barrier exit; nezha sim starts every rank
+    at once, so these say how far apart the ranks began and ended (bench/rankskew.py)."""
+    got = world.gather((list(starts), np.asarray(raw).tolist()), root=0)
+    if got is None:
+        return None
+    base = min(s[0] for s, _ in got if s)
+    return {"start_us": [[round((t - base) * 1e6, 1) for t in s] for s, _ in got],
+            "us": [[round(x * 1e6, 1) for x in r] for _, r in got]}
+
+
 def run_benchmark(test, collective, args, prepare, cols, measure=None, min_bytes=None):
     """Run every size of one benchmark, print OSU lines on rank 0, optionally write JSON.
 
@@ -363,12 +380,13 @@ def run_benchmark(test, collective, args, prepare, cols, measure=None, min_bytes
 
     be = make_backend(args)
     world, rank = be.world, be.rank
-    cpu = None
+    cpu = starts = None
     if measure is None:
-        cpu = []
+        cpu, starts = [], []
 
         def measure(be, case, iters, warm):
-            return time_loop(case.step, be.barrier, iters, warm, cpu=cpu)
+            starts.clear()
+            return time_loop(case.step, be.barrier, iters, warm, cpu=cpu, starts=starts)
 
     def algorithm_for(nbytes):
         return "point-to-point" if collective == "pt2pt" else be.algorithm_for(nbytes, collective)
@@ -389,6 +407,7 @@ def run_benchmark(test, collective, args, prepare, cols, measure=None, min_bytes
         valid = all_ok(world, case.check()) if cols.validate else None
         raw = measure(be, case, iters, warm)
         st = summarize(world, raw)
+        calls = rank_calls(world, starts, raw) if starts else None
         lat_us = st["per_iter"] * 1e6
         if bandwidth:
             # osu_bw: MB/s with MB = 1e6; each iteration moves case.nbytes.
@@ -421,7 +440,8 @@ def run_benchmark(test, collective, args, prepare, cols, measure=None, min_bytes
                 bandwidth_mbps=value if bandwidth else None, iterations=iters,
                 warmup=warm + (PROBE_CALLS if args.time_budget else 0),
                 algorithm=algorithm_for(size), validation=valid,
-                samples_us=np.round(raw * 1e6, 3).tolist(), **cpu_doc))
+                samples_us=np.round(raw * 1e6, 3).tolist(),
+                **({"rank_calls": calls} if calls else {}), **cpu_doc))
     stats = be.stats()
     if rank == 0 and args.json:
         write_json(args.json, dict(

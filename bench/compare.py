@@ -712,9 +712,14 @@ def _nezha_defaults():
     cfg = Config.load({})
     from nezha import costmodel
     from nezha.costmodel import CostModel
+    import inspect
+
+    from nezha.executor import Executor
     return {"MIN_RAIL_PIECE": int(cfg["MIN_RAIL_PIECE"]),
             "HOT_CAP": hasattr(CostModel, "_capped"),  # a hot split bounded by the prior
-            "SYNC_BYTES_MAX": getattr(costmodel, "SYNC_BYTES_MAX", costmodel.SYNC_BYTES)}
+            "SYNC_BYTES_MAX": getattr(costmodel, "SYNC_BYTES_MAX", costmodel.SYNC_BYTES),
+            # small striped calls are lazy and do not feed the model (sim/benchloop.py)
+            "LAZY_STRIPED": "lazy" in inspect.signature(Executor._feeds).parameters}
 
 
 def build_document(lab, systems, opts, runs, lat_runs, reps, wall, started, command, mptcp_info,

@@ -119,6 +119,11 @@ def test_osu_json_has_cpu_per_gb(tmp_path, backend):
     assert r["bus_bytes"] == r["nbytes"]  # 2 ranks: factor 2 (n - 1) / n = 1
     assert r["cpu_s_per_gb"] == pytest.approx(cpu / (2 * r["iterations"] * r["nbytes"] / 1e9))
     assert r["cpu_loop_s"] >= cpu * 0.99 and r["cpu_loop_s_per_gb"] >= r["cpu_s_per_gb"] * 0.99
+    # every rank's calls on one clock (nezha sim's replay reads the ranks' start skew)
+    calls = r["rank_calls"]
+    assert [len(s) for s in calls["start_us"]] == [r["iterations"]] * 2
+    assert min(s[0] for s in calls["start_us"]) == 0.0
+    assert calls["us"][0] == pytest.approx(r["samples_us"], abs=0.1)
 
 
 def _run(system, rep, size, cpu):

@@ -21,6 +21,7 @@ import numpy as np
 
 from nezha import costmodel
 from nezha.costmodel import GLOBAL_MIN_BYTES
+from nezha.failover import LAZY_MAX_BYTES
 from nezha.lab import shaping
 from nezha.sim import bucket as B
 from nezha.sim import fabric as F
@@ -47,6 +48,16 @@ PROBE_CALLS = 2  # bench/_common.PROBE_CALLS
 # NEZHA_MIN_RAIL_PIECE, when its env set one, wins, then the defaults the compare suite
 # records (nezha_defaults).
 PIECE_64K_UNTIL = "2026-11-24T08:50"
+# Since eebfdf5 (2026-11-27 12:56 UTC) a small striped collective is lazy too, and a lazy
+# striped one never feeds the model (executor._feeds); compare documents record it as
+# nezha_defaults.LAZY_STRIPED since session 21, older ones by their start time.
+LAZY_STRIPED_SINCE = "2026-11-27T12:57"
+# A cost-model sync runs inside the collective that fed it (executor._feed_model): a small
+# allreduce with a vote, built in Python each time, on 4 ranks sharing 2 cores. Measured in
+# the lab by bench/sync_cost.py: 1.57 ms per sync on average over 4 ranks x 40 calls
+# (docs/results/session21/sim-replay/sync-cost.txt). The bench's timer includes it, and the
+# links idle meanwhile.
+SYNC_S = 1.57e-3
 
 
 def planner_then(pl, doc):
@@ -57,7 +68,24 @@ def planner_then(pl, doc):
     defaults = doc.get("nezha_defaults") or {}
     pl.model.cap_hot = bool(defaults.get("HOT_CAP"))
     pl.model.sync_max = int(defaults.get("SYNC_BYTES_MAX", costmodel.SYNC_BYTES))
+    lazy = defaults.get("LAZY_STRIPED")
+    pl.lazy_striped = bool(str(doc.get("started") or "") >= LAZY_STRIPED_SINCE
+                           if lazy is None else lazy)
     return pl
+
+
+def failover_of(run_doc, nchan):
+    """Did the run's communicator vote (comm.stats()["failover"]; by default it does on
+    several rails)? Only a voting collective can be lazy."""
+    fo = ((run_doc or {}).get("stats") or {}).get("failover")
+    return nchan > 1 if fo is None else bool(fo)
+
+
+def lazy_of(pl, plan, nbytes, failover):
+    """failover.lazy_ok for a replayed allreduce: voting, small, and one slice or (since
+    eebfdf5) striped."""
+    return bool(failover and 0 < nbytes <= LAZY_MAX_BYTES
+                and (len(plan.slices) == 1 or getattr(pl, "lazy_striped", False)))
 
 
 def lab_overrides(doc, run=None):
@@ -90,11 +118,12 @@ def call(pl, fab, host_of, nbytes, alpha, buckets, esize=4):
     return plan, chan_t.max(axis=1), chan_t
 
 
-def feed(pl, plan, nbytes, chan_t, esize=4):
+def feed(pl, plan, nbytes, chan_t, esize=4, lazy=False):
     """executor._feed_model for all ranks at once: record the ranks' mean per-channel
     times (the sync sums the ranks' times and divides by their number); True if a
-    sync ran."""
-    if plan.key is None or pl.nchan <= 1 or not (len(plan.slices) > 1
+    sync ran. As executor._feeds: a lazy striped call below GLOBAL_MIN_BYTES does not
+    record (it stays on the fast path)."""
+    if plan.key is None or pl.nchan <= 1 or not ((len(plan.slices) > 1 and not lazy)
                                                   or nbytes >= GLOBAL_MIN_BYTES):
         return False
     nb = [0] * pl.nchan
@@ -110,36 +139,41 @@ def feed(pl, plan, nbytes, chan_t, esize=4):
     return True
 
 
-def replay(pl, fab, host_of, schedule, alpha, buckets, gap, budget=None, refill=True):
+def replay(pl, fab, host_of, schedule, alpha, buckets, gap, budget=None, refill=True,
+           failover=False, sync_s=SYNC_S):
     """Run schedule [(nbytes, untimed calls, timed calls)] in order; returns rows
     {nbytes, predicted_s (the bench's mean), first_s, last_s, calls, plans}.
-    budget: the bench's --time-budget; a first probe call slower than it skips the
-    second (compare._plan_early_stop). refill: every bucket is full again when a size
-    starts (the bench's work between two sizes, the comment at PROBE_CALLS); False: only
-    the barrier gaps refill them."""
+    budget: the bench's --time-budget; a first probe call slower than it (the slowest
+    rank's, with the barrier after it) skips the second (compare._plan_early_stop).
+    refill: every bucket is full again when a size starts (the bench's work between two
+    sizes, the comment at PROBE_CALLS); False: only the barrier gaps refill them.
+    failover: the run's communicator votes (failover_of), so small calls are lazy.
+    sync_s: what a model sync adds to the call that runs it (SYNC_S)."""
     rows = []
 
     def one(nb):
         plan, t_rank, chan_t = call(pl, fab, host_of, nb, alpha, buckets)
-        synced = feed(pl, plan, nb, chan_t)
-        buckets.idle(gap * (2 if synced else 1))  # the barrier after it (and the sync)
-        return plan, float(t_rank.mean())
+        synced = feed(pl, plan, nb, chan_t, lazy=lazy_of(pl, plan, nb, failover))
+        extra = sync_s if synced else 0.0  # inside the call, links idle
+        buckets.idle(gap + extra)  # the barrier after it (and the sync)
+        return plan, float(t_rank.mean()) + extra, float(t_rank.max()) + extra
 
     for k, (nb, untimed, timed) in enumerate(schedule):
         if k and refill:
             buckets.fill()
         plans, times, i = [], [], 0
         while i < untimed:
-            plan, t = one(nb)
+            plan, _, t = one(nb)
             plans.append(repr(plan))
-            if i == 0 and budget and t > budget and untimed >= PROBE_CALLS:
+            # the bench's probe: the slowest rank's call and the barrier after it (MPI MAX)
+            if i == 0 and budget and t + gap > budget and untimed >= PROBE_CALLS:
                 i += 1  # the second probe is skipped, though the bench counts it
             if i < PROBE_CALLS:
                 buckets.idle(gap)  # a probe has a barrier on both sides
             i += 1
         buckets.idle(gap)  # time_loop's barrier before the timed calls
         for _ in range(timed):
-            plan, t = one(nb)
+            plan, t, _ = one(nb)
             plans.append(repr(plan))
             times.append(t)
         rows.append({"nbytes": nb, "predicted_s": float(np.mean(times)),
@@ -154,7 +188,8 @@ def schedule_of(run_doc, min_size=64 << 10):
             for r in run_doc["results"] if r["nbytes"] >= min_size]
 
 
-def replays(doc, system, rails, alpha, min_size=64 << 10, probe=True, refill=True):
+def replays(doc, system, rails, alpha, min_size=64 << 10, probe=True, refill=True,
+            sync_s=SYNC_S):
     """Every run of `system` in a compare document, replayed: {False: [...], True: [...]},
     one {nbytes: predicted s} per run, on flat links (False) or with the lab's tbf buckets
     (True). Links run at tbf's goodput ceiling: it counts whole frames. probe: seed the
@@ -185,7 +220,7 @@ def replays(doc, system, rails, alpha, min_size=64 << 10, probe=True, refill=Tru
             if probe:
                 seed_probe(pl, run["doc"], rails)
             rows = replay(pl, fab, host_of, schedule_of(run["doc"], min_size), alpha, bk, gap,
-                          budget, refill)
+                          budget, refill, failover_of(run["doc"], len(rails)), sync_s)
             out[tbf].append({r["nbytes"]: r["predicted_s"] for r in rows})
     return out
 
@@ -219,4 +254,24 @@ def slowest(doc, system, nbytes):
     vals = [r["max_us"] * 1e-6 for run in doc.get("runs") or []
             if run.get("system") == system and run.get("collective") == "allreduce"
             for r in (run.get("doc") or {}).get("results") or [] if r["nbytes"] == nbytes]
+    return float(np.median(vals)) if vals else float("nan")
+
+
+def span(doc, system, nbytes):
+    """Median over a compare document's runs of the mean span of the timed calls (s): the
+    last rank's end minus the first rank's start, on the one clock of the lab's namespaces
+    (results' rank_calls, bench/_common.rank_calls, since session 21), or NaN. The replay
+    starts every rank at once and its ranks end together, so this is what it predicts;
+    the bench's row is less by the ranks' mean lag at the start and at the end
+    (bench/rankskew.py)."""
+    vals = []
+    for run in doc.get("runs") or []:
+        if run.get("system") != system or run.get("collective") != "allreduce":
+            continue
+        for r in (run.get("doc") or {}).get("results") or []:
+            calls = r.get("rank_calls")
+            if r["nbytes"] == nbytes and calls:
+                s = np.asarray(calls["start_us"], float)
+                e = s + np.asarray(calls["us"], float)
+                vals.append(float((e.max(axis=0) - s.min(axis=0)).mean()) * 1e-6)
     return float(np.median(vals)) if vals else float("nan")

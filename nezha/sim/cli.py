@@ -188,8 +188,9 @@ def cmd_lab(a):
         pl = BL.planner_then(N.make_planner(n, host_of, len(rails), [r * 1e9 / 8 for r in rates],
                                             1, BL.lab_overrides(doc)), doc)  # what the lab ran
         alpha_r = [C.alpha_of(cal, rates_bps[i] / 8) for i in rails]
+        sync_s = BL.SYNC_S if a.sync_ms is None else a.sync_ms * 1e-3
         rep = BL.replays(doc, system, rails, alpha_r, size(a.min_size), probe=a.probe_seed,
-                         refill=a.refill) if a.replay else None
+                         refill=a.refill, sync_s=sync_s) if a.replay else None
         for nb, t in meas:
             wl, plan = N.workload("allreduce", nb, pl)
             r = NW.simulate(wl, fab, host_of, "rail", 1, alpha, tol=1e-4)
@@ -202,6 +203,8 @@ def cmd_lab(a):
                 # start at their own barrier exits
                 slow = BL.slowest(doc, system, nb)
                 row["slowest_us"] = slow * 1e6
+                sp = BL.span(doc, system, nb)  # runs with every rank's call times
+                row["span_us"] = sp * 1e6
                 for tbf, name in ((False, "replay"), (True, "replay_tbf")):
                     # the bench's row is the median over its runs: so is the prediction
                     v = float(np.median([x[nb] for x in rep[tbf] if nb in x])) \
@@ -209,6 +212,7 @@ def cmd_lab(a):
                     row[f"{name}_us"] = v * 1e6
                     row[f"{name}_pct"] = 100 * (v - t) / t
                     row[f"{name}_vs_slowest_pct"] = 100 * (v - slow) / slow
+                    row[f"{name}_vs_span_pct"] = 100 * (v - sp) / sp
             rows.append(row)
     print(f"# {a.file}: {n} hosts, rails {', '.join(f'{x / 1e6:g} Mbit/s' for x in rates_bps)}; "
           f"cpu cost {cpu:.3g} s/B")
@@ -219,6 +223,8 @@ def cmd_lab(a):
                  ("replay_tbf_us", "{:.1f}"), ("replay_tbf_pct", "{:+.1f}"),
                  ("slowest_us", "{:.1f}"), ("replay_vs_slowest_pct", "{:+.1f}"),
                  ("replay_tbf_vs_slowest_pct", "{:+.1f}")]
+        if any(np.isfinite(r.get("span_us", np.nan)) for r in rows):
+            cols += [("span_us", "{:.1f}"), ("replay_tbf_vs_span_pct", "{:+.1f}")]
     table(rows, cols)
     write(rows, a)
     return 0
@@ -424,6 +430,10 @@ def parser():
                     help="replay: ignore the run's start-up rate probe (start from equal)")
     lb.add_argument("--no-refill", dest="refill", action="store_false",
                     help="replay: buckets refill only in the barrier gaps, not between sizes")
+    lb.add_argument("--sync-ms", type=float, default=None,
+                    help="replay: what a cost-model sync adds to its call (default: "
+                         "benchloop.SYNC_S, measured by bench/sync_cost.py; 0: the model "
+                         "before session 21)")
     lb.add_argument("--csv")
     lb.add_argument("--json")
     fo = sub.add_parser("failover", help="a rail cut during an allreduce: the failover's "
