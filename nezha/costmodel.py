@@ -340,6 +340,28 @@ VOTE_COST = 4.0     # a closing vote, in small allreduces (rd of 8 B on one rail
                     # 30-36 us and a 4 B allreduce ~50 us
 
 
+# NEZHA_MIN_RAIL_PIECE=auto: the smallest rail piece by the job's host layout (every rank
+# holds the same one). A split's second slice repeats every step of the plan for half the
+# bytes; with one rank per host that CPU is cheap and 2 x 32 KiB beat 64 KiB whole on two
+# equal rails (lab 4 x 1: 0.50x at 64 KiB; 400 + 100: 0.65-0.70x at 256 KiB). With several
+# ranks on a host they share its CPUs, and the extra slice's steps cost more than the
+# bandwidth saves: 4 x 2 hierarchical 64 KiB was 1.25x slower with 32k than with 64k
+# (docs/results/session20/issue17-lazy-striped). A per-slice CPU term scaled by
+# crowding would replace these two points once measured at more layouts.
+PIECE_ONE_PER_HOST = 32 << 10
+PIECE_SHARED_HOST = 64 << 10
+
+
+def auto_min_piece(host_of):
+    """(bytes, why) of NEZHA_MIN_RAIL_PIECE=auto for this host layout (agreed by every
+    rank: the mesh's host_of)."""
+    most = max(collections.Counter(host_of).values(), default=1)
+    if most <= 1:
+        return PIECE_ONE_PER_HOST, "auto, one rank per host"
+    return PIECE_SHARED_HOST, (f"auto, up to {most} ranks on a host: a second slice's steps "
+                               "cost their shared CPUs")
+
+
 class Layout:
     """Which host every rank is on, and what that costs each algorithm (Layout.time)."""
 

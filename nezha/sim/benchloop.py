@@ -45,7 +45,9 @@ PROBE_CALLS = 2  # bench/_common.PROBE_CALLS
 # morning: on 400 + 100 Mbit/s it split 256 KiB and learned the slow rail's share from
 # token-bucket bursts, 2.4x slower; the default then and now); a run's own
 # NEZHA_MIN_RAIL_PIECE, when its env set one, wins, then the defaults the compare suite
-# records (nezha_defaults).
+# records (nezha_defaults): a number, or "auto" since the default follows the host layout
+# (costmodel.auto_min_piece: the replay's planner applies it to the run's layout as the
+# ranks did).
 PIECE_64K_UNTIL = "2026-11-24T08:50"
 
 
