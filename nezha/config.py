@@ -302,12 +302,13 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
         "then outweigh the extra bandwidth. The pieces are judged by the rails' overall "
         "measured rates (nominal until measured), not by one size's own, so that a rail a "
         "size left out is not kept out by numbers it can no longer update. inf never splits "
-        "a segment. auto: by the job's host layout, the same on every rank: 32k with one "
-        "rank per host (splits 64 KiB over two equal rails, about 2x faster in the lab), "
-        "64k with several ranks on a host (there a split's second slice costs their shared "
-        "CPUs more than it saves: 32k made a hierarchical 64 KiB allreduce with 2 ranks per "
-        "host 1.25x slower, 4 hosts x 2 ranks, 2026-11-27). `nezha info` and "
-        "NEZHA_DEBUG=INFO (PLAN) show the value in use and why.")),
+        "a segment. auto: by the job's host layout and crowding, the same on every rank: 32k "
+        "with one rank per host and at most 2 ranks per CPU (splits 64 KiB over two equal "
+        "rails, about 2x faster in the lab), else 64k (a split's second slice costs shared "
+        "CPUs more than it saves: with 32k a hierarchical 64 KiB allreduce on 4 hosts x 2 "
+        "ranks was 1.25x slower, a 64 KiB broadcast on 8 hosts x 1 rank on 2 CPUs 1.4x; "
+        "2026-11-27). `nezha info` and NEZHA_DEBUG=INFO (PLAN) show the value in use and "
+        "why.")),
     Param("RAIL_MAX_RATIO", "float", "8", bound=">= 1", help=(
         "Rails slower than the fastest one divided by this ratio are left out of striping, "
         "because the whole segment would wait for their piece. 1 uses only rails as fast as "

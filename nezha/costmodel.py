@@ -340,26 +340,30 @@ VOTE_COST = 4.0     # a closing vote, in small allreduces (rd of 8 B on one rail
                     # 30-36 us and a 4 B allreduce ~50 us
 
 
-# NEZHA_MIN_RAIL_PIECE=auto: the smallest rail piece by the job's host layout (every rank
-# holds the same one). A split's second slice repeats every step of the plan for half the
-# bytes; with one rank per host that CPU is cheap and 2 x 32 KiB beat 64 KiB whole on two
-# equal rails (lab 4 x 1: 0.50x at 64 KiB; 400 + 100: 0.65-0.70x at 256 KiB). With several
-# ranks on a host they share its CPUs, and the extra slice's steps cost more than the
-# bandwidth saves: 4 x 2 hierarchical 64 KiB was 1.25x slower with 32k than with 64k
-# (docs/results/session20/issue17-lazy-striped). A per-slice CPU term scaled by
-# crowding would replace these two points once measured at more layouts.
+# NEZHA_MIN_RAIL_PIECE=auto: the smallest rail piece by the job's layout and crowding
+# (every rank holds the same ones). A split's second slice repeats every step of the plan
+# for half the bytes. With one rank per host and at most CROWD_CAL ranks per CPU that CPU
+# is cheap: 2 x 32 KiB beat 64 KiB whole on two equal rails (lab 4 x 1: 0.47x at 64 KiB;
+# 400 + 100: 0.65-0.68x at 256 KiB). With several ranks on a host, or more ranks per CPU,
+# the extra slice's steps cost more than the bandwidth saves: 4 x 2 hierarchical 64 KiB
+# 1.25x slower with 32k (docs/results/session20/issue17-lazy-striped), 8 x 1 (4 per CPU)
+# chain broadcast of 64 KiB 1.42x (docs/results/session21/issue17-piece). A per-slice CPU
+# term in Layout.time would replace these two points once measured at more layouts.
 PIECE_ONE_PER_HOST = 32 << 10
 PIECE_SHARED_HOST = 64 << 10
 
 
-def auto_min_piece(host_of):
-    """(bytes, why) of NEZHA_MIN_RAIL_PIECE=auto for this host layout (agreed by every
-    rank: the mesh's host_of)."""
+def auto_min_piece(host_of, crowding=1.0):
+    """(bytes, why) of NEZHA_MIN_RAIL_PIECE=auto for this host layout and crowding (ranks
+    per CPU on the most crowded machine, topo/crowd.py), both agreed by every rank."""
     most = max(collections.Counter(host_of).values(), default=1)
-    if most <= 1:
-        return PIECE_ONE_PER_HOST, "auto, one rank per host"
-    return PIECE_SHARED_HOST, (f"auto, up to {most} ranks on a host: a second slice's steps "
-                               "cost their shared CPUs")
+    if most > 1:
+        return PIECE_SHARED_HOST, (f"auto, up to {most} ranks on a host: a second slice's "
+                                   "steps cost their shared CPUs")
+    if crowding > CROWD_CAL:
+        return PIECE_SHARED_HOST, (f"auto, one rank per host but {crowding:g} ranks per CPU: "
+                                   "a second slice's steps cost the shared CPUs")
+    return PIECE_ONE_PER_HOST, f"auto, one rank per host, {crowding:g} ranks per CPU"
 
 
 class Layout:

@@ -93,7 +93,7 @@ class Planner:
         self.hier_ok = len(counts) > 1 and len(set(counts)) == 1 and counts[0] > 1
         self.layout = Layout(self.hosts, crowding)
         if self.piece_cfg is None:
-            self.min_piece, self.piece_why = auto_min_piece(self.hosts)
+            self.min_piece, self.piece_why = auto_min_piece(self.hosts, self.layout.crowding)
         else:
             self.min_piece, self.piece_why = self.piece_cfg, "NEZHA_MIN_RAIL_PIECE"
         self._hier_memo = {}
