@@ -306,9 +306,8 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
         "with one rank per host and at most 2 ranks per CPU (splits 64 KiB over two equal "
         "rails, about 2x faster in the lab), else 64k (a split's second slice costs shared "
         "CPUs more than it saves: with 32k a hierarchical 64 KiB allreduce on 4 hosts x 2 "
-        "ranks was 1.25x slower, a 64 KiB broadcast on 8 hosts x 1 rank on 2 CPUs 1.4x; "
-        "2026-11-27). `nezha info` and NEZHA_DEBUG=INFO (PLAN) show the value in use and "
-        "why.")),
+        "ranks was 1.25x slower, 2026-11-27; more crowded machines are not measured). "
+        "`nezha info` and NEZHA_DEBUG=INFO (PLAN) show the value in use and why.")),
     Param("RAIL_MAX_RATIO", "float", "8", bound=">= 1", help=(
         "Rails slower than the fastest one divided by this ratio are left out of striping, "
         "because the whole segment would wait for their piece. 1 uses only rails as fast as "

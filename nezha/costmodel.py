@@ -342,13 +342,14 @@ VOTE_COST = 4.0     # a closing vote, in small allreduces (rd of 8 B on one rail
 
 # NEZHA_MIN_RAIL_PIECE=auto: the smallest rail piece by the job's layout and crowding
 # (every rank holds the same ones). A split's second slice repeats every step of the plan
-# for half the bytes. With one rank per host and at most CROWD_CAL ranks per CPU that CPU
-# is cheap: 2 x 32 KiB beat 64 KiB whole on two equal rails (lab 4 x 1: 0.47x at 64 KiB;
-# 400 + 100: 0.65-0.68x at 256 KiB). With several ranks on a host, or more ranks per CPU,
-# the extra slice's steps cost more than the bandwidth saves: 4 x 2 hierarchical 64 KiB
-# 1.25x slower with 32k (docs/results/session20/issue17-lazy-striped), 8 x 1 (4 per CPU)
-# chain broadcast of 64 KiB 1.42x (docs/results/session21/issue17-piece). A per-slice CPU
-# term in Layout.time would replace these two points once measured at more layouts.
+# for half the bytes. With one rank per host at CROWD_CAL ranks per CPU (the lab's 4 x 1)
+# 2 x 32 KiB beat 64 KiB whole on two equal rails (0.47x at 64 KiB; 400 + 100: 0.65-0.68x
+# at 256 KiB, docs/results/session21/issue17-piece). With several ranks on a host the
+# extra slice's steps cost their shared CPUs more than the bandwidth saves (4 x 2
+# hierarchical 64 KiB 1.25x slower with 32k, docs/results/session20/issue17-lazy-striped).
+# More crowded one-rank-per-host jobs (8 x 1 on 2 CPUs) keep 64k: not measured to win, the
+# lab's noise there (2x between identical runs) hid any difference. A per-slice CPU term in
+# Layout.time would replace these two points once measured at more layouts.
 PIECE_ONE_PER_HOST = 32 << 10
 PIECE_SHARED_HOST = 64 << 10
 
