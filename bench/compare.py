@@ -18,6 +18,7 @@ busbw_<collective>.png and latency_<collective>.png (bench/plot_compare.py).
 import dataclasses
 import datetime
 import json
+import math
 import os
 import platform
 import re
@@ -715,7 +716,9 @@ def _nezha_defaults():
     import inspect
 
     from nezha.executor import Executor
-    return {"MIN_RAIL_PIECE": int(cfg["MIN_RAIL_PIECE"]),
+    piece = cfg["MIN_RAIL_PIECE"]  # None: auto (by the host layout: costmodel.auto_min_piece)
+    return {"MIN_RAIL_PIECE": "auto" if piece is None else str(piece) if piece == math.inf
+            else int(piece),
             "HOT_CAP": hasattr(CostModel, "_capped"),  # a hot split bounded by the prior
             "SYNC_BYTES_MAX": getattr(costmodel, "SYNC_BYTES_MAX", costmodel.SYNC_BYTES),
             # small striped calls are lazy and do not feed the model (sim/benchloop.py)

@@ -153,10 +153,11 @@ class Communicator(Executor, Diagnose):
         self.planner = Planner(self.nchan, cfg, [mesh.chan_name(c) for c in range(self.nchan)],
                                self.size,
                                nominal=topo_rails.nominal_rates(mesh.rails, mesh.nconns))
+        self.planner.set_hosts(mesh.host_of, mesh.crowding)  # MIN_RAIL_PIECE=auto: by layout
         if self._failover:
-            self.planner.piece_bytes = max(int(cfg["MIN_RAIL_PIECE"]), 1 << 20)
+            piece = self.planner.min_piece
+            self.planner.piece_bytes = 0 if piece == math.inf else max(int(piece), 1 << 20)
             self.planner.set_failover(True)
-        self.planner.set_hosts(mesh.host_of, mesh.crowding)
         self._hier = self.planner.hier_groups(self.rank)
         self._hier_chunk = int(cfg["HIER_CHUNK"])
         self._hosts = self.planner.hier_hosts()  # for hier allgather, reduce_scatter, broadcast

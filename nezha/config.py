@@ -296,16 +296,18 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
         "a rank that shares its host with other work, so it is off unless asked for.")),
     Param("MAX_RAILS", "int", "4", bound=">= 1", help=(
         "Largest number of rails one operation stripes its data over.")),
-    Param("MIN_RAIL_PIECE", "size", "64k", help=(
+    Param("MIN_RAIL_PIECE", "size", "auto", help=(
         "Smallest piece of a segment sent on one rail: a segment goes over fewer rails when "
         "splitting it over all of them would give smaller pieces, because per-message costs "
         "then outweigh the extra bandwidth. The pieces are judged by the rails' overall "
         "measured rates (nominal until measured), not by one size's own, so that a rail a "
         "size left out is not kept out by numbers it can no longer update. inf never splits "
-        "a segment. 32k splits 64 KiB over two equal rails (about 2x faster with one rank per "
-        "host) but made a hierarchical 64 KiB allreduce with 2 ranks per host 3.5x slower "
-        "(4 hosts x 2 ranks, 2026-11-27; still 1.25x once small striped collectives "
-        "became lazy), so 64k stays the default.")),
+        "a segment. auto: by the job's host layout and crowding, the same on every rank: 32k "
+        "with one rank per host and at most 2 ranks per CPU (splits 64 KiB over two equal "
+        "rails, about 2x faster in the lab), else 64k (a split's second slice costs shared "
+        "CPUs more than it saves: with 32k a hierarchical 64 KiB allreduce on 4 hosts x 2 "
+        "ranks was 1.25x slower, 2026-11-27; more crowded machines are not measured). "
+        "`nezha info` and NEZHA_DEBUG=INFO (PLAN) show the value in use and why.")),
     Param("RAIL_MAX_RATIO", "float", "8", bound=">= 1", help=(
         "Rails slower than the fastest one divided by this ratio are left out of striping, "
         "because the whole segment would wait for their piece. 1 uses only rails as fast as "

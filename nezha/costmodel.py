@@ -340,6 +340,33 @@ VOTE_COST = 4.0     # a closing vote, in small allreduces (rd of 8 B on one rail
                     # 30-36 us and a 4 B allreduce ~50 us
 
 
+# NEZHA_MIN_RAIL_PIECE=auto: the smallest rail piece by the job's layout and crowding
+# (every rank holds the same ones). A split's second slice repeats every step of the plan
+# for half the bytes. With one rank per host at CROWD_CAL ranks per CPU (the lab's 4 x 1)
+# 2 x 32 KiB beat 64 KiB whole on two equal rails (0.47x at 64 KiB; 400 + 100: 0.65-0.68x
+# at 256 KiB, docs/results/session21/issue17-piece). With several ranks on a host the
+# extra slice's steps cost their shared CPUs more than the bandwidth saves (4 x 2
+# hierarchical 64 KiB 1.25x slower with 32k, docs/results/session20/issue17-lazy-striped).
+# More crowded one-rank-per-host jobs (8 x 1 on 2 CPUs) keep 64k: not measured to win, the
+# lab's noise there (2x between identical runs) hid any difference. A per-slice CPU term in
+# Layout.time would replace these two points once measured at more layouts.
+PIECE_ONE_PER_HOST = 32 << 10
+PIECE_SHARED_HOST = 64 << 10
+
+
+def auto_min_piece(host_of, crowding=1.0):
+    """(bytes, why) of NEZHA_MIN_RAIL_PIECE=auto for this host layout and crowding (ranks
+    per CPU on the most crowded machine, topo/crowd.py), both agreed by every rank."""
+    most = max(collections.Counter(host_of).values(), default=1)
+    if most > 1:
+        return PIECE_SHARED_HOST, (f"auto, up to {most} ranks on a host: a second slice's "
+                                   "steps cost their shared CPUs")
+    if crowding > CROWD_CAL:
+        return PIECE_SHARED_HOST, (f"auto, one rank per host but {crowding:g} ranks per CPU: "
+                                   "a second slice's steps cost the shared CPUs")
+    return PIECE_ONE_PER_HOST, f"auto, one rank per host, {crowding:g} ranks per CPU"
+
+
 class Layout:
     """Which host every rank is on, and what that costs each algorithm (Layout.time)."""
 

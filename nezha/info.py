@@ -118,14 +118,16 @@ def _algorithms(cfg, interfaces, selected) -> dict:
         for name, hosts in (("1 rank per host", list(range(n))), ("one host", [0] * n)):
             p = layout_planner(cfg, hosts, mbps, max(len(selected), 1), cfg["SOCKET_NCONNS"],
                                failover=len(selected) > 1 and cfg["FAILOVER"] and n > 1)
-            out["layouts"][name] = {"table": p.switch_table(), "line": p.describe()}
+            out["layouts"][name] = {"table": p.switch_table(), "line": p.describe(),
+                                    "piece": p.describe_piece()}
         # which rails each local rank drives in hierarchical collectives (NEZHA_HIER_RAILS),
         # by local rank mod rails: nearest NICs are agreed in a job (topo/placement.py)
         L = max(_local_size(), 2)
         hosts = [r // L for r in range(max(n // L, 2) * L)]
         p = layout_planner(cfg, hosts, mbps, max(len(selected), 1), cfg["SOCKET_NCONNS"])
         out["hier_rails"] = {"hosts": len(set(hosts)), "local": L,
-                             "line": p.describe_rails(list(selected) or None)}
+                             "line": p.describe_rails(list(selected) or None),
+                             "piece": p.describe_piece()}
         return out
     except Exception as e:  # noqa: BLE001 - a report, not a job: say what went wrong
         return {"error": f"{type(e).__name__}: {e}"}
@@ -208,13 +210,14 @@ def _text(d: dict) -> str:
                         if al["rails_mbps"] else " of unknown speed, nominal 10 Gbit/s; "
                         "in a job the probe's rates") + "):")
         for name, lay in al["layouts"].items():
-            lines.append(f"  {name}:")
+            lines.append(f"  {name}: " + lay.get("piece", ""))
             for coll, pts in lay["table"].items():
                 text = ", ".join(f"{k} at {v} B" for k, v in pts.items()) or "no switch"
                 lines.append(f"    {coll:<15} {text}")
         hr = al.get("hier_rails")
         if hr:
-            lines.append(f"  {hr['hosts']} hosts x {hr['local']} ranks: {hr['line']}")
+            lines.append(f"  {hr['hosts']} hosts x {hr['local']} ranks: {hr['line']}; "
+                         + hr.get("piece", ""))
     pr = d["prior"]
     lines.append("cost-model prior: " + ("start-up rate probe (NEZHA_PROBE): " if pr["probe"]
                                          else "no probe: ") + pr["why"])

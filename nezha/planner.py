@@ -9,7 +9,7 @@ import zlib
 
 from nezha import log
 from nezha.costmodel import (HIER_CLEAR, INA_SMALL_BYTES, RAIL_RATE, VOTE_COST, CostModel, Layout,
-                             OffloadModel, bucket_of, ina_small_time)
+                             OffloadModel, auto_min_piece, bucket_of, ina_small_time)
 from nezha.topo import placement
 
 ALGO_RING = 1
@@ -70,7 +70,7 @@ class Planner:
                                static=cfg["SPLIT"] == "equal")
         self.algo = cfg["ALGO"]
         self.small = cfg["SMALL_MSG_THRESHOLD"]
-        self.min_piece = cfg["MIN_RAIL_PIECE"]
+        self.piece_cfg = cfg["MIN_RAIL_PIECE"]  # None: auto, by the host layout (set_hosts)
         self.max_rails = cfg["MAX_RAILS"]
         self.max_ratio = cfg["RAIL_MAX_RATIO"]
         self.nconns = cfg["SOCKET_NCONNS"]
@@ -92,6 +92,10 @@ class Planner:
         counts = [self.hosts.count(h) for h in set(self.hosts)]
         self.hier_ok = len(counts) > 1 and len(set(counts)) == 1 and counts[0] > 1
         self.layout = Layout(self.hosts, crowding)
+        if self.piece_cfg is None:
+            self.min_piece, self.piece_why = auto_min_piece(self.hosts, self.layout.crowding)
+        else:
+            self.min_piece, self.piece_why = self.piece_cfg, "NEZHA_MIN_RAIL_PIECE"
         self._hier_memo = {}
         self._choice_memo = {}
         self._owners_memo = {}
@@ -482,8 +486,13 @@ class Planner:
         src = "fixed NEZHA_SMALL_MSG_THRESHOLD" if self.small is not None else "cost model"
         return (f"algorithms ({src}, NEZHA_ALGO={self.algo}; {self.ranks} ranks on {hosts} "
                 f"hosts, {self.layout.crowding:g} ranks per CPU, rails {rails} Mbit/s"
-                f"{', failover votes' if self.failover else ''}): "
+                f"{', failover votes' if self.failover else ''}, {self.describe_piece()}): "
                 + "; ".join(parts))
+
+    def describe_piece(self):
+        """The smallest rail piece in use and where it comes from."""
+        v = self.min_piece
+        return f"min rail piece {'inf' if v == float('inf') else _size(v)} ({self.piece_why})"
 
     # ---- the INA rail: an offload channel beside the TCP rails ----------------------------
     def set_offload(self, min_bytes, small="auto", small_bytes=0):

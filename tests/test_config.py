@@ -47,7 +47,7 @@ def test_defaults(env):
     cfg = Config.load(environ=env)
     assert cfg["DEBUG"] == "WARN"
     assert cfg["SEGMENT_SIZE"] == 256 * 1024
-    assert cfg["MIN_RAIL_PIECE"] == 64 * 1024
+    assert cfg["MIN_RAIL_PIECE"] is None  # auto: by the host layout (planner.set_hosts)
     assert cfg["SMALL_MSG_THRESHOLD"] is None  # auto: the cost model chooses
     assert cfg["SOCKET_BUFFER"] == 4 << 20
     assert cfg["RAILS"] == ("tcp", "shm")

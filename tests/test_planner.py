@@ -565,3 +565,32 @@ def test_a_hot_bucket_gives_a_slow_rail_no_more_than_the_prior_does(nbytes):
     slow = bucket_of("allreduce", 8 << 20)
     feed(p, slow, [50e6, 10e6], nbytes=8 << 20, syncs=costmodel.K_WARM + 2)
     assert m.shares(slow, [True, True])[1] < 0.19
+
+
+def test_auto_min_rail_piece_follows_the_host_layout_and_every_rank_agrees():
+    """NEZHA_MIN_RAIL_PIECE=auto (the default): 32k with one rank per host at up to
+    CROWD_CAL ranks per CPU, 64k with several ranks on a host or more ranks per CPU, from
+    the agreed host_of and crowding alone (not this rank's CPUs or timing); a set value
+    wins. 64 KiB over two equal rails: split at 4 x 1, whole on 4 x 2 and 8 x 1 on 2 CPUs.
+    Fails on 62b069d (default 64k for every layout)."""
+    def ranks_of(host_of, crowding=2.0, **cfg):
+        out = []
+        for _ in host_of:  # every rank builds its own planner from the same inputs
+            p = Planner(2, Config.load(cfg, environ={}), ["rail0", "rail1"], len(host_of))
+            p.set_hosts(host_of, crowding)
+            out.append(p)
+        return out
+
+    flat, hier = [0, 1, 2, 3], [0, 0, 1, 1, 2, 2, 3, 3]
+    for host_of, crowding, piece, nsl in ((flat, 2.0, 32 << 10, 2), (flat, 1.0, 32 << 10, 2),
+                                          (hier, 4.0, 64 << 10, 1), (hier, 1.0, 64 << 10, 1),
+                                          (list(range(8)), 4.0, 64 << 10, 1),
+                                          ([0, 0, 1], 1.5, 64 << 10, 1)):  # uneven: shared
+        ps = ranks_of(host_of, crowding)
+        assert {p.min_piece for p in ps} == {piece}
+        assert "auto" in ps[0].describe_piece() and "auto" in ps[0].describe()
+        plans = [p.split("allreduce", (64 << 10) // 4, 4)[0] for p in ps]
+        assert all(pl == plans[0] for pl in plans) and len(plans[0]) == nsl
+    assert {p.min_piece for p in ranks_of(flat, MIN_RAIL_PIECE="64k")} == {64 << 10}
+    assert {p.min_piece for p in ranks_of(hier, MIN_RAIL_PIECE="32k")} == {32 << 10}
+    assert {p.min_piece for p in ranks_of(hier, MIN_RAIL_PIECE="auto")} == {64 << 10}

@@ -315,3 +315,23 @@ def test_burst_aware_calibration_recovers_the_wire(tmp_path):
     assert aware["rate_Bps"] == pytest.approx(rate, rel=1e-6)
     assert aware["burst_gap_s"] == pytest.approx(lat)
     assert plain["alpha_s"] < 0.9 * alpha
+
+
+def test_replay_takes_the_min_rail_piece_its_run_had():
+    """A compare document records MIN_RAIL_PIECE: "auto" since the default follows the host
+    layout and crowding, then the replay's planner picks it for the run's layout and CPUs as
+    the ranks did (32k with one rank per host on 4 hosts, 64k with two, or with 8 hosts on
+    the lab's 2 CPUs); a number is that number; before PIECE_64K_UNTIL nothing recorded
+    meant 64k."""
+    new = {"nezha_defaults": {"MIN_RAIL_PIECE": "auto"}, "started": "2026-11-27T16:00",
+           "host": {"cpus": 2}}
+    old = {"nezha_defaults": {"MIN_RAIL_PIECE": 65536}, "started": "2026-11-25T10:00",
+           "host": {"cpus": 2}}
+    older = {"started": "2026-11-23T10:00"}
+    for doc, hosts, rph, want in ((new, 4, 1, 32 << 10), (new, 4, 2, 64 << 10),
+                                  (new, 8, 1, 64 << 10), (old, 4, 1, 64 << 10),
+                                  (older, 4, 1, 64 << 10)):
+        host_of = [r // rph for r in range(hosts * rph)]
+        pl = BL.planner_then(N.make_planner(hosts * rph, host_of, 2, None, 1,
+                                            BL.lab_overrides(doc)), doc)
+        assert pl.min_piece == want, (doc, hosts, rph)

@@ -27,6 +27,7 @@ from nezha.sim import bucket as B
 from nezha.sim import fabric as F
 from nezha.sim import network as NW
 from nezha.sim import nezha_sched as N
+from nezha.topo import crowd
 
 PROBE_CALLS = 2  # bench/_common.PROBE_CALLS
 # Between two sizes the bench (bench/_common.run_benchmark) gathers the size's statistics
@@ -46,7 +47,9 @@ PROBE_CALLS = 2  # bench/_common.PROBE_CALLS
 # morning: on 400 + 100 Mbit/s it split 256 KiB and learned the slow rail's share from
 # token-bucket bursts, 2.4x slower; the default then and now); a run's own
 # NEZHA_MIN_RAIL_PIECE, when its env set one, wins, then the defaults the compare suite
-# records (nezha_defaults).
+# records (nezha_defaults): a number, or "auto" since the default follows the host layout
+# and crowding (costmodel.auto_min_piece: planner_then applies it to the run's layout and
+# CPUs as the ranks did).
 PIECE_64K_UNTIL = "2026-11-24T08:50"
 # Since eebfdf5 (2026-11-27 12:56 UTC) a small striped collective is lazy too, and a lazy
 # striped one never feeds the model (executor._feeds); compare documents record it as
@@ -61,11 +64,17 @@ SYNC_S = 1.57e-3
 
 
 def planner_then(pl, doc):
-    """The planner as the run's code had it: runs whose compare document does not record
-    HOT_CAP split hot buckets by their own rates alone (a slow shaped rail's burst drew
-    256-512 KiB onto it); CostModel._capped bounds them by the prior since. Runs that do
-    not record SYNC_BYTES_MAX synced every SYNC_BYTES, steady or not."""
+    """The planner as the run's code had it, at the run's crowding: runs whose compare
+    document does not record HOT_CAP split hot buckets by their own rates alone (a slow
+    shaped rail's burst drew 256-512 KiB onto it); CostModel._capped bounds them by the
+    prior since. Runs that do not record SYNC_BYTES_MAX synced every SYNC_BYTES, steady or
+    not."""
     defaults = doc.get("nezha_defaults") or {}
+    cpus = (doc.get("host") or {}).get("cpus")
+    if cpus and getattr(pl, "hosts", None):
+        # the lab's namespaces share one machine's CPUs: the crowding its ranks agreed on
+        # (MIN_RAIL_PIECE=auto and the step latencies follow it)
+        pl.set_hosts(pl.hosts, crowd.crowding([{"machine": "lab", "cpus": cpus}] * len(pl.hosts)))
     pl.model.cap_hot = bool(defaults.get("HOT_CAP"))
     pl.model.sync_max = int(defaults.get("SYNC_BYTES_MAX", costmodel.SYNC_BYTES))
     lazy = defaults.get("LAZY_STRIPED")
