@@ -720,6 +720,8 @@ def _nezha_defaults():
     return {"MIN_RAIL_PIECE": "auto" if piece is None else str(piece) if piece == math.inf
             else int(piece),
             "HOT_CAP": hasattr(CostModel, "_capped"),  # a hot split bounded by the prior
+            # a COLD bucket's fast learning syncs count striped records only
+            "LEARN_STRIPED": getattr(CostModel(1, ["rail0"]), "learn_striped", False),
             "SYNC_BYTES_MAX": getattr(costmodel, "SYNC_BYTES_MAX", costmodel.SYNC_BYTES),
             # small striped calls are lazy and do not feed the model (sim/benchloop.py)
             "LAZY_STRIPED": "lazy" in inspect.signature(Executor._feeds).parameters}

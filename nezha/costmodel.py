@@ -80,6 +80,8 @@ class CostModel:
         self.sync_max = SYNC_BYTES_MAX  # SYNC_BYTES only to replay runs made before (sim)
         self.version = 0   # bumped whenever a plan could change (plan cache key)
         self.cap_hot = True  # _capped; off only to replay runs made before it (sim)
+        self.learn_striped = True  # LEARN_BYTES counts striped records only; off: the sim
+        # replaying runs made before (session 21)
 
     # ---- local recording (not used for planning until synced) ------------------------
 
@@ -105,8 +107,12 @@ class CostModel:
             return False
         if self.pending_bytes >= self.sync_bytes or self.pending_count >= SYNC_COUNT:
             return True
+        # only a striped record teaches a COLD bucket its shares: a one-channel one (a rail
+        # left out or dead, a slow one below MIN_RAIL_PIECE) never makes it HOT, and synced
+        # after every collective of 256 KiB or more, 1.5 ms each in the lab (session 21)
         return self.pending_bytes >= LEARN_BYTES and any(
-            self.state(k) == COLD for k in self.pending)
+            self.state(k) == COLD and (not self.learn_striped or sum(1 for b in acc[0] if b) > 1)
+            for k, acc in self.pending.items())
 
     def sync_keys(self):
         """Bucket keys in the next sync, in an order every rank agrees on."""

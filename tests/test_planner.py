@@ -177,6 +177,27 @@ def test_sync_is_due_at_the_same_point_for_everyone():
     assert n == costmodel.SYNC_BYTES // (1 << 20)
 
 
+def test_a_one_channel_record_does_not_sync_a_cold_bucket_early():
+    """A collective that ran whole on one channel (the other left out: too slow for its
+    share, or dead) records that channel's rate but can never make its bucket HOT. Synced
+    after every LEARN_BYTES it paid a sync (1.5 ms in the lab) on every call of 256 KiB or
+    more, for ever (400 + 100 at 256 KiB, session 21); it now waits for SYNC_BYTES or
+    SYNC_COUNT like a hot one, and a striped record still syncs at once. A replay of a run
+    made before (learn_striped off) syncs as that run did."""
+    key = bucket_of("allreduce", 256 << 10)
+    for learn_striped, want in ((True, costmodel.SYNC_BYTES // (256 << 10)), (False, 1)):
+        m = CostModel(2, ["a", "b"])
+        m.learn_striped = learn_striped
+        n = 0
+        while not m.sync_due():
+            m.record(key, [256 << 10, 0], [5_000_000, 0])
+            n += 1
+        assert n == want and m.state(key) == COLD, (learn_striped, n)
+    m = CostModel(2, ["a", "b"])
+    m.record(key, [200 << 10, 56 << 10], [4_000_000, 4_000_000])
+    assert m.sync_due()
+
+
 def _hot_model(key, rates=(50e6, 50e6)):
     m = CostModel(2, ["a", "b"])
     for _ in range(costmodel.K_WARM):

@@ -76,6 +76,7 @@ def planner_then(pl, doc):
         # (MIN_RAIL_PIECE=auto and the step latencies follow it)
         pl.set_hosts(pl.hosts, crowd.crowding([{"machine": "lab", "cpus": cpus}] * len(pl.hosts)))
     pl.model.cap_hot = bool(defaults.get("HOT_CAP"))
+    pl.model.learn_striped = bool(defaults.get("LEARN_STRIPED"))  # recorded since session 21
     pl.model.sync_max = int(defaults.get("SYNC_BYTES_MAX", costmodel.SYNC_BYTES))
     lazy = defaults.get("LAZY_STRIPED")
     pl.lazy_striped = bool(str(doc.get("started") or "") >= LAZY_STRIPED_SINCE
