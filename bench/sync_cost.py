@@ -4,8 +4,10 @@
 
 Each rank wraps its communicator's _sync_model (executor._feed_model calls it inside the
 collective, so the bench's timer includes it) and times it. Calls as bench/_common's loop:
-barrier, timed allreduce, barrier. At 256 KiB on 400 + 100 Mbit/s the payload goes whole
-on rail0 and its bucket never leaves COLD (rail1 is never measured), so every call syncs.
+barrier, timed allreduce, barrier. At 256 KiB on 400 + 100 Mbit/s with
+NEZHA_MIN_RAIL_PIECE=64k the payload goes whole on rail0 and its bucket never leaves COLD
+(rail1 is never measured): every call synced until session 21 (costmodel.sync_due counts
+striped records only now; run this at a striped size to time a sync).
 Prints, over ranks and calls: the call's time, and the sync's share of it (µs).
 """
 import argparse
