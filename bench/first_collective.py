@@ -152,12 +152,6 @@ def sum_counts(ds):
     return out
 
 
-def parse_size(s):
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    s = s.upper()
-    return int(s[:-1]) * units[s[-1]] if s[-1] in units else int(s)
-
-
 def summarize(run, lo=10, hi=20):
     """first ms, optimum (median of collectives lo..hi-1) and their ratio."""
     ms = [r["ms"] for r in run["rows"]]
@@ -193,6 +187,7 @@ def main():
                         "(NET lines in --log: calls 1, 2, 3, then the rest summed)")
     p.add_argument("-x", action="append", default=[], help="extra K=V for the ranks")
     args = p.parse_args()
+    from _common import parse_size  # bench/ is on sys.path when run as a script
     args.size = parse_size(args.size)
     if args.worker:
         return worker(args)

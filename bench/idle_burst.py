@@ -18,6 +18,7 @@ import numpy as np
 from mpi4py import MPI
 
 import nezha
+from _common import parse_size, write_json  # bench/ is on sys.path when run as a script
 
 
 def main():
@@ -28,7 +29,7 @@ def main():
     p.add_argument("--warmup", type=int, default=30)
     p.add_argument("--json")
     a = p.parse_args()
-    nbytes = int(float(a.size[:-1]) * {"K": 1 << 10, "M": 1 << 20}[a.size[-1]])
+    nbytes = parse_size(a.size)
     idles = [float(x) * 1e-3 for x in a.idle_ms.split(",")]
     world = MPI.COMM_WORLD
     comm = nezha.Communicator()
@@ -56,8 +57,7 @@ def main():
                "model": comm.stats()["model"]["buckets"]}
         print(json.dumps(doc, indent=1))
         if a.json:
-            with open(a.json, "w") as f:
-                json.dump(doc, f, indent=1)
+            write_json(a.json, doc)
     comm.close()
 
 
