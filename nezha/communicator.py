@@ -58,10 +58,12 @@ def _weak_call(method):
     return call
 
 
-def _into_scratch(into, nbytes):
-    """A rank that already returned from a lazy collective re-runs it into scratch
-    (failover.py): into(address, keep) makes the build, which keeps the scratch alive."""
-    scratch = np.empty(nbytes + 1, np.uint8)
+def _into_scratch(into, nbytes, buf=None):
+    """A build that writes into the library's memory, not the user's: scratch, for a rank
+    that already returned from a lazy collective and re-runs it (failover.py); buf, the
+    spare an in-place collective runs into out of place (executor._execute). into(address,
+    keep) makes the build, which keeps the memory alive."""
+    scratch = np.empty(nbytes + 1, np.uint8) if buf is None else buf
     return into(address(scratch), scratch)
 
 
@@ -173,8 +175,9 @@ class Communicator(Executor, Diagnose):
         self._cache = {}  # (call, buffers, model version) -> (schedule, plan)
         self._spares = Spares(PRESNAP_POOL_BYTES)  # the library's own buffers (_spare)
         self._writing = {}     # posted, unfinished requests -> spans they may write (failover)
-        self._nsnaps = [0, 0]  # failover snapshots of posted calls' in-place inputs: taken
-        #                        when posted, at the run (stats()["snapshots"])
+        # failover snapshots of posted calls' in-place inputs: taken when posted, at the
+        # run; and in-place runs done out of place instead (stats()["snapshots"])
+        self._nsnaps = [0, 0, 0]
         # repeated blocking collectives on the same buffers (fastpath.pxi)
         self._fast = _eng.FastPath(self._st, self._engine, self.planner.model,
                                    self._failover)
@@ -237,7 +240,8 @@ class Communicator(Executor, Diagnose):
                 "alive": {self._mesh.chan_name(c): a for c, a in enumerate(self.planner.alive)},
                 "failover": self._failover, "events": list(self._events),
                 "fast_path_calls": self._fast.hits, "votes": self._st.votes,
-                "snapshots": {"at_post": self._nsnaps[0], "at_run": self._nsnaps[1]},
+                "snapshots": {"at_post": self._nsnaps[0], "at_run": self._nsnaps[1],
+                              "out_of_place": self._nsnaps[2]},
                 "vote_resends": self._engine.vote_counts()[0],
                 "zerocopy": self._engine.zerocopy_counts(),
                 "tx_kicks": self._engine.tx_kicks(),
@@ -290,7 +294,7 @@ class Communicator(Executor, Diagnose):
                            lambda: self.planner.allreduce(count, es), into(address(out)),
                            result, [a, out], ckey=(address(a), address(out)), src=a,
                            inplace=address(out) == address(a),
-                           retarget=lambda: _into_scratch(into, count * es),
+                           retarget=lambda buf=None: _into_scratch(into, count * es, buf),
                            fast=(sendbuf, recvbuf, a, out, a, op, True, None))
         if (self._host is not None and self.planner.algo == "auto"
                 and self._host.takes(count * es)):
@@ -340,7 +344,8 @@ class Communicator(Executor, Diagnose):
                             into(0 if dst is None else address(dst)), result, [a, out, dst],
                             ckey=(address(a), 0 if dst is None else address(dst)), src=a,
                             inplace=at_root and address(out) == address(a),
-                            retarget=(lambda: _into_scratch(into, count * es)) if rd else None,
+                            retarget=(lambda buf=None: _into_scratch(into, count * es, buf))
+                            if rd else None,
                             # off the root recvbuf is not looked at; the entry keeps the
                             # sink (never the user's buffer)
                             fast=(sendbuf, recvbuf if at_root else None, a,
@@ -378,7 +383,8 @@ class Communicator(Executor, Diagnose):
                                                            ALGO_RD if rd else ALGO_TREE, root),
                             into(address(a)), buf, [a, src], ckey=(address(a), address(src)),
                             src=src if rd else None, inplace=rd and at_root,
-                            retarget=(lambda: _into_scratch(into, count * es)) if rd else None,
+                            retarget=(lambda buf=None: _into_scratch(into, count * es, buf))
+                            if rd else None,
                             fast=(buf, None, a, a, src, None, not at_root, None))
 
     def _broadcast_as_allreduce(self, nbytes, root=0):
@@ -424,7 +430,7 @@ class Communicator(Executor, Diagnose):
                            lambda: self.planner.blocks("allgather", c, es, algo),
                            into(address(out)), recvbuf,
                            [a, out], ckey=(address(a), address(out)), src=a,
-                           retarget=lambda: _into_scratch(into, nbytes),
+                           retarget=lambda buf=None: _into_scratch(into, nbytes, buf),
                            fast=(sendbuf, recvbuf, a, out, a, None, True, None))
         if self._ina is not None:
             req.ina = ("allgather", a, out, dt, ReduceOp.SUM, algo)  # as in _allreduce
@@ -467,7 +473,7 @@ class Communicator(Executor, Diagnose):
                            lambda: self.planner.blocks("reduce_scatter", c, es, algo),
                            into(address(out)), recvbuf, [a, out],
                            ckey=(address(a), address(out)), src=a,
-                           retarget=lambda: _into_scratch(into, nbytes),
+                           retarget=lambda buf=None: _into_scratch(into, nbytes, buf),
                            fast=(sendbuf, recvbuf, a, out, a, op, True, None))
         if self._ina is not None:
             req.ina = ("reduce_scatter", a, out, dt, op, algo)  # as in _allreduce
@@ -502,7 +508,7 @@ class Communicator(Executor, Diagnose):
                             lambda: self.planner.blocks("alltoall", c, es, ALGO_DIRECT),
                             into(address(out)), recvbuf, [a, out],
                             ckey=(address(a), address(out)), src=a,
-                            retarget=lambda: _into_scratch(into, nbytes),
+                            retarget=lambda buf=None: _into_scratch(into, nbytes, buf),
                             fast=(sendbuf, recvbuf, a, out, a, None, True, None))
 
     def barrier(self):
@@ -520,7 +526,7 @@ class Communicator(Executor, Diagnose):
 
         return self._submit("barrier", _eng.COLL_BARRIER, DType.UINT8, 0, 0, -1,
                             self.planner.single, build, None, [], ckey=(),
-                            retarget=lambda: build,
+                            retarget=lambda buf=None: build,
                             fast=(self._nobuf, None, self._nobuf, self._nobuf, self._nobuf,
                                   None, False, None))
 

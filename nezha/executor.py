@@ -4,9 +4,10 @@ Requests run one at a time in the order they were posted (the same order on ever
 Whoever finds the queue idle runs it: a blocking call in its own thread (no hand-off), a
 non-blocking one through the progress thread.
 
-With failover, the copy of an in-place input that a re-run needs (the failover snapshot) is
-taken when the call is posted, in the caller's thread (_presnap), so that it overlaps the
-collectives still running instead of delaying the rails at the start of its run.
+With failover, a re-run needs an in-place collective's input as it was. Posted behind others,
+its copy (the failover snapshot) is taken in the caller's thread (_presnap), overlapping the
+collectives still running; with nothing ahead it runs out of place into a spare instead
+(_out_of_place), its result copied back after the vote. Neither delays the rails at its start.
 """
 import os
 import threading
@@ -62,16 +63,19 @@ class Executor:
         input as of the run is not there yet: then it is taken at the run, as before).
         The buffers of a posted request are not the caller's to change until it finished,
         so the copy is the input as of the run. A lent buffer (Spares.lend, at most
-        PRESNAP_POOL_BYTES in all); none left: at the run, too. Returns the address spans
-        req may write into, for the requests posted after it."""
+        PRESNAP_POOL_BYTES in all); none left: at the run, too. Nor when nothing runs or
+        waits ahead of req and it can run out of place (_out_of_place): the copy would
+        overlap nothing. Returns the address spans req may write into, for the requests
+        posted after it."""
         spans = [(address(b), address(b) + b.nbytes) for b in keep
                  if b is not None and b.nbytes and (inplace or b is not src)]
         if not inplace or src is None or src.nbytes <= LAZY_MAX_BYTES or coll == _eng.COLL_SENDRECV:
             return spans
         lo, hi = address(src), address(src) + src.nbytes
         with self._st.lock:
+            idle = not self._st.queue and not self._st.busy
             clash = any(a < hi and lo < b for sp in self._writing.values() for a, b in sp)
-        if clash:
+        if clash or idle and req.retarget is not None:
             return spans
         buf = self._spares.lend("snap", src.nbytes)
         if buf is not None:
@@ -175,11 +179,14 @@ class Executor:
         if req.ina is not None:
             return self._execute_offload(req)
         coll, dt, op, count, root, planfn, build, ckey, src, inplace = req.spec
+        voting = self._failover and coll != _eng.COLL_SENDRECV
+        spare = self._out_of_place(req, voting)
+        if spare is not None and ckey is not None:
+            ckey = ckey + (address(spare),)  # it moves when it grows
         # Same call on the same buffers as before, and the model has not changed since:
         # run the schedule built then (small collectives are dominated by this cost).
         key = None if ckey is None else (coll, dt, op, count, root, ckey, self.planner.version)
         hit = self._cache.get(key) if key is not None else None
-        voting = self._failover and coll != _eng.COLL_SENDRECV
         if hit is not None:
             s, plan, ranges, lazy = hit
             s.reset(req.seq & 0xFFFFFFFF)
@@ -207,6 +214,8 @@ class Executor:
                 snap = (src if pre is None else pre).copy()
             elif pre is not None:  # needed only until the vote
                 snap = pre
+            elif spare is not None:  # run out of place: the input stays as it was
+                self._nsnaps[2] += 1
             else:     # one buffer, reused (no page faults)
                 snap = self._spare("snap", src.nbytes).view(src.dtype).reshape(src.shape)
                 np.copyto(snap, src)
@@ -215,6 +224,9 @@ class Executor:
         if rc == _eng.ERR_VOTE and not voting:  # a send/recv, stopped for a rank behind
             s = self._fo.p2p_voted(req, s, plan, rc, planfn, src)
         final = self._conclude(req, s, plan, ranges, lazy, voting, snap, rc)
+        if spare is not None:  # the vote's re-runs wrote there too; count: INA took the rest
+            nbytes = count * src.itemsize
+            np.copyto(src.reshape(-1).view(np.uint8)[:nbytes], spare[:nbytes])
         self._feed_model(plan, count, lazy)
         fast, req.fast = req.fast, None
         if (fast is not None and key is not None and final is plan
@@ -230,6 +242,22 @@ class Executor:
                                          retarget=req.retarget)
             self._fast.put(coll, sendbuf, recvbuf, a, out, fsrc, fop, root, wout, s, plan,
                            ranges, lazy, voting, tmpl, keep)
+
+    def _out_of_place(self, req, voting):
+        """The spare an in-place collective with failover runs into, out of place, or None.
+        Its input then stays as it was, for a re-run (agree's re-runs use the retargeted
+        build too), and the result is copied back after the vote: no snapshot copy before
+        the run, where every rank waited for the slowest one's (the first call's took the
+        spare's page faults: 11-41 ms against 3-7 on 16 MiB, issue 15). Not when a
+        snapshot was taken when posted (it overlapped the runs ahead), and not for a
+        lazy (small) one, which keeps a copy of its own."""
+        src = req.spec[8]
+        if (not voting or not req.spec[9] or req.presnap is not None or req.retarget is None
+                or src is None or src.nbytes <= LAZY_MAX_BYTES):
+            return None
+        spare = self._spare("snap", src.nbytes)
+        req.spec = req.spec[:6] + (req.retarget(spare),) + req.spec[7:]
+        return spare
 
     def _execute_host(self, req):
         """An allreduce of ranks that all share this host, in the host area

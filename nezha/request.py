@@ -17,7 +17,7 @@ class Request:
         self.result = result        # what wait() returns (the output buffer)
         self.schedule = None
         self.keep = ()              # buffers that must outlive the run
-        self.retarget = None        # () -> build writing into scratch (collectives that can be lazy)
+        self.retarget = None        # (buf=None) -> build writing into scratch, or into buf
         self.error = None
         self.ina = None             # (kind, a, out, dtype, op, algo): a collective INA may share
         self.host = None            # (a, out, dtype, op): an allreduce run in the host area

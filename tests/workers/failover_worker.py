@@ -120,8 +120,8 @@ def kept(comm, i):
 
 def queued(comm, i):
     """Four in-place iallreduces queued at once (their failover snapshots taken when posted,
-    executor._presnap), the fourth on the first one's buffer (its snapshot waits for its
-    run); returns how many came out wrong."""
+    executor._presnap), the fourth on the first one's buffer (it runs out of place,
+    executor._out_of_place); returns how many came out wrong."""
     r, n = comm.rank, comm.size
     count = 100_003 + i % 3  # int64: ~800 KiB, above the lazy limit: each one votes
     base = (np.arange(count) * 3 + i) % 7
@@ -278,7 +278,7 @@ def main(stop, kind):
         st = comm.stats()
         report(dict(error=None, wrong=wrong, done=done, events=st["events"],
                     alive=st["alive"], fast=st["fast_path_calls"], votes=st["votes"],
-                    snaps=[st["snapshots"][k] for k in ("at_post", "at_run")]
+                    snaps=[st["snapshots"][k] for k in ("at_post", "at_run", "out_of_place")]
                     if "snapshots" in st else None))
     except nezha.NezhaError as exc:
         if os.environ.get("TEST_DEBUG"):
