@@ -86,8 +86,11 @@ def worker(args):
                                   else None)
     if comm.rank == 0:
         with open(args.out, "w") as f:
+            # how in-place inputs were kept for a re-run (a copy before the data, or out of
+            # place: none), which `nezha sim failover` needs to place the cuts
             json.dump(dict(rows=rows, wrong=total_wrong, events=st["events"],
-                           ranks=rank_events, rank_starts=starts), f)
+                           ranks=rank_events, rank_starts=starts,
+                           snapshots=st.get("snapshots")), f)
     comm.close()
 
 
@@ -250,7 +253,8 @@ def main():
                 row["events"] = data["events"]
                 row["ranks"] = data.get("ranks")  # per rank: events, vote_resends
                 row["raw"] = dict(rows=data["rows"], failures=failures, fail_called=called,
-                                  rank_starts=data.get("rank_starts"))
+                                  rank_starts=data.get("rank_starts"),
+                                  snapshots=data.get("snapshots"))
                 results.append(row)
                 print(json.dumps({k: v for k, v in row.items()
                                   if k not in ("events", "raw", "ranks")}),

@@ -167,6 +167,28 @@ def test_compare_gives_the_paired_verdict_on_recorded_runs():
     assert big["cuts_for_10pct"] > 100 and big["lab_noise_ms"] > 10
 
 
+def test_a_run_out_of_place_starts_its_data_without_the_snapshot(tmp_path):
+    """Files from code where a blocking in-place collective runs out of place (session 22:
+    the bench records the counters) place each cut with no copy before the data: every
+    64 MiB prediction's data starts at the call (session 14 recorded no rank's entry lag),
+    not snapshot_s into it as for the same file without the counters."""
+    import gzip
+    import json
+    with gzip.open(S14, "rt") as f:
+        data = json.load(f)
+    for row in data:
+        row["raw"]["snapshots"] = {"at_post": 0, "at_run": 0, "out_of_place": 40}
+    oop = tmp_path / "oop.json"
+    oop.write_text(json.dumps(data))
+    assert all(not v["copied"] for v in FO.bench_cuts(oop).values())
+    assert all(v["copied"] for v in FO.bench_cuts(S14).values())
+    old, new = FO.compare(S14, **KW)[0], FO.compare(oop, **KW)[0]
+    snap = FO.snapshot_s(64 << 20) * 1e3
+    big = [(a, b) for a, b in zip(old, new) if a["nbytes"] == 64 << 20]
+    assert big and all(a["start_ms"] == pytest.approx(snap) and b["start_ms"] == 0
+                       for a, b in big)
+
+
 def test_failover_command_prints_the_verdict(capsys):
     from nezha.sim.cli import main
     assert main(["failover", S14, "--near", "3"]) == 0

@@ -344,7 +344,8 @@ def compare(path, rates_gbps=(0.4, 0.4), hosts=4, align="snapshot", stamp_delay=
             before = min(max(at, 0.0), v["two_rail"])
             ideal = before + (1 - before / v["two_rail"]) * v["one_rail"]
             if align == "snapshot":
-                snap = snapshot_s(size, snapshot_bps, hosts * kw.get("rph", 1))
+                snap = (snapshot_s(size, snapshot_bps, hosts * kw.get("rph", 1))
+                        if v["copied"] else 0.0)
                 st = _starts(snap, lag, v["ref_lag"], size)
                 p = predict(hosts, list(rates_gbps), size, h, rail, at, **st, **kw)
                 if not p.get("lazy"):
@@ -441,6 +442,16 @@ def stamps(row, stamp_delay=0.0):
     return [(tf + stamp_delay, tf) for tf, _ in failures]
 
 
+def copies_first(row):
+    """Whether the row's in-place collectives copied their input before the data moved (the
+    failover snapshot), from the counters the bench records since session 22: with nothing
+    ahead a blocking one runs out of place instead (executor._out_of_place). Older files
+    have none: they copied."""
+    snaps = row["raw"].get("snapshots")
+    return not snaps or bool(snaps.get("at_post") or snaps.get("at_run")) or not snaps.get(
+        "out_of_place")
+
+
 def bench_cuts(path, stamp_delay=0.0, near=0):
     """The cuts of a bench/failover.py JSON: per (size, mode), [(at seconds, host, rail,
     measured extra seconds)] recomputed as the bench does (failstats.cut_extra), from its
@@ -478,7 +489,7 @@ def bench_cuts(path, stamp_delay=0.0, near=0):
                if lag else None)
         out[(row["size"], row["mode"])] = dict(cuts=cuts, two_rail=med2, one_rail=med1,
                                                noise=FS.noise(rows), lags=lags, ref_lag=ref,
-                                               took=took)
+                                               took=took, copied=copies_first(row))
     return out
 
 
@@ -517,7 +528,7 @@ def phases(path, rates_gbps=(0.4, 0.4), hosts=4, stamp_delay=0.0, align="snapsho
             if kw.get("rph", 1) > 1 and row["size"] <= LAZY_MAX_BYTES:
                 continue  # the lazy model has one rank per host
             snap = (snapshot_s(row["size"], snapshot_bps, hosts * kw.get("rph", 1))
-                    if align == "snapshot" else 0.0)
+                    if align == "snapshot" and v["copied"] else 0.0)
             k = next(i for i, c in enumerate(v["cuts"]) if abs(c[0] - (tf - t0)) < 1e-9)
             st = (_starts(snap, v["lags"][k], v["ref_lag"], row["size"])
                   if align == "snapshot" else {})
