@@ -19,6 +19,14 @@ from nezha.lab import shaping
 # Unshaped rate of one stream through the lab's veth + bridge path with 8 streams busy:
 # LAB.md §1, the ring at 3200 Mbit/s reached 60.4-63.4 % (about 2 Gbit/s a stream).
 LAB_PEAK_BPS = 2e9
+# What a lab rail's bucket gives nezha's ring: tbf's burst less LAB_BURST_LOSS_S at the rate.
+# One TCP stream through tbf gets nearly all its 87 632 B back after an idle (256 KiB-1 MiB
+# 1.5 ms faster, 1.75 ms in theory), with bbr and cubic alike; nezha's 4 x 2 ring at
+# 400 Mbit/s gets at most 0.6 ms (1 MiB none, 256 KiB 0.1-0.6 ms after a 1.5 ms idle), and
+# unshaped the same calls run 0.1-1 ms slower after an idle: a time lost per idle, which eats
+# 1.15 ms of a bucket's credit (docs/results/session22/sim-burst). At 100 Mbit/s (7 ms of
+# bucket) most is left, as session 13's run, whose slow rail drew 256-512 KiB on bursts, needs.
+LAB_BURST_LOSS_S = 1.15e-3
 
 
 class Buckets:
@@ -64,13 +72,15 @@ class Buckets:
         self.advance(np.zeros_like(self.rate), dt)
 
 
-def lab_buckets(fabric, rates_bps=None, peak_bps=LAB_PEAK_BPS, full=True):
+def lab_buckets(fabric, rates_bps=None, peak_bps=LAB_PEAK_BPS, full=True,
+                loss_s=LAB_BURST_LOSS_S):
     """Buckets as `nezha lab` sets tbf on both ends of every rail veth (host->switch and
-    switch->host): burst from shaping.burst_bytes for each rail's rate."""
+    switch->host): burst from shaping.burst_bytes for each rail's rate less loss_s at the rate
+    (what nezha's ring gets of it; 0: the tbf's own, what one TCP stream gets)."""
     rates_bps = rates_bps or [r * 1e9 for r in fabric.rates]
     links, burst = [], []
     for r, bps in enumerate(rates_bps):
         for side in (fabric.up[r], fabric.down[r]):
             links += list(side)
-            burst += [shaping.burst_bytes(bps)] * len(side)
+            burst += [max(shaping.burst_bytes(bps) - bps / 8 * loss_s, 0.0)] * len(side)
     return Buckets(fabric, links, np.array(burst, float), peak_bps / 8, full=full)
