@@ -1,15 +1,11 @@
 #!/bin/bash
 # wave 1 before (48c9408, last landing, worktree /work/t30) vs after (main): compare --quick
-# and failover, interleaved; then the first 16 MiB allreduce after start (issue 15), quiet
+# and failover, interleaved (tools/wave1.sh; this script had an inline copy); then the
+# first 16 MiB allreduce after start (issue 15), quiet
+/work/main/tools/wave1.sh /work/t30 /work/main /work/main/docs/results/session20/wave1
 source /work/main/docs/results/session20/scripts/lib.sh; lock
 O=/work/main/docs/results/session20/wave1; mkdir -p $O /tmp/m20
 st() { echo "$(date -u +%H:%M:%S) $* load $(cut -d' ' -f1-3 /proc/loadavg)" >> $O/times.txt; }
-cmp() { st "compare $1 $2"; intree $1 $PY -m nezha bench compare --quick --max-size 64M \
-   --systems nezha-all,nezha-rail0,mpi-all-ring --out /tmp/m20/compare-$2 > $O/compare-$2.log 2>&1; }
-fo() { st "failover $1 $2"; intree $1 $PY bench/failover.py --sizes 1K,64M --failures 4 \
-   --json /tmp/m20/failover-$2.json > $O/failover-$2.log 2>&1; }
-cmp main after-1; cmp t30 before-1; cmp t30 before-2; cmp main after-2
-fo t30 before; fo main after
 st "first collective"
 $PY -m nezha lab up --name fc --hosts 4 --rails 2 --rate 400mbit,100mbit > /tmp/m20/fc-lab.txt 2>&1
 for i in 1 2 3 4 5 6 7 8 9 10; do
