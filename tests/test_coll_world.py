@@ -329,6 +329,36 @@ def test_small_collectives_need_no_vote(world):
     assert (world.stats()["votes"] > before) == world._failover
 
 
+def test_hier_layout_small_allreduce_crosses_hosts_from_one_rank_per_host(world):
+    """With several ranks on each host a small (rd) allreduce or reduce crosses hosts from
+    each host's first rank only (rd_hosts.pxi: TCP messages cost the CPU that bounds small
+    collectives there); results exact, the same bits on every rank."""
+    if not world.planner.hier_ok or world.algorithm_for(8) != "rd":
+        pytest.skip("needs several ranks on each host (even) and rd for small payloads")
+    n, r = world.size, world.rank
+    hosts = world.planner.hosts
+    away = [p for p in range(n) if hosts[p] != hosts[r]]
+
+    def sent_away():
+        b = world._engine.endpoint_bytes()
+        return sum(b[c * n + p][0] for c in range(world.nchan) for p in away)
+
+    before = sent_away()
+    for dt, op, count in ((DType.INT64, ReduceOp.SUM, 1), (DType.FLOAT32, ReduceOp.SUM, 7),
+                          (DType.INT32, ReduceOp.MAX, 97), (DType.FLOAT64, ReduceOp.AVG, 3)):
+        inputs = [oracle.values(dt, count, q, op) for q in range(n)]
+        out = np.full_like(inputs[0], 0x55)
+        world.allreduce(inputs[r].copy(), out, op=op)
+        oracle.assert_result(out, oracle.reduce(dt, op, inputs), dt, op)
+        assert len(set(world._boot.allgather(out.tobytes()))) == 1
+        red = np.full_like(inputs[0], 0x55)
+        world.reduce(inputs[r].copy(), red, op=op, root=n - 1)
+        if r == n - 1:
+            oracle.assert_result(red, oracle.reduce(dt, op, inputs), dt, op)
+    first = world.local_rank == 0
+    assert (sent_away() > before) == first, (world.local_rank, sent_away() - before)
+
+
 def test_buffers_are_not_kept_alive(world):
     """The plan cache and the fast path keep addresses, not buffers: a job that reduces
     fresh arrays every step must not pile them up (nor the requests that took a failover

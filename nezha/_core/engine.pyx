@@ -287,6 +287,7 @@ cdef class Schedule:
 # ---- algorithms: one file each, builders over a Schedule ----------------------------
 include "algorithms/ring.pxi"
 include "algorithms/rd.pxi"
+include "algorithms/rd_hosts.pxi"
 include "algorithms/rab.pxi"
 include "algorithms/tree.pxi"
 include "algorithms/hier.pxi"

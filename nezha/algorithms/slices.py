@@ -17,8 +17,11 @@ def allreduce(s, algo, chan, out, src, cnt, es, hier, chunk=HIER_CHUNK, owners=N
     """hier: this rank's (local ranks, cross ranks), Planner.hier_groups; chunk: bytes of
     a hierarchical chunk (one crosses hosts while the next is reduced within the host);
     owners: the local positions that carry chan's slice across hosts (Planner.rail_owners;
-    None: all of them)."""
-    if algo == ALGO_RD:
+    None: all of them). rd with several ranks on each host crosses hosts from one rank per
+    host (rd_hosts.pxi)."""
+    if algo == ALGO_RD and hier is not None and hier[1] is not None:
+        _eng.rd_hosts_allreduce(s, chan, out, src, cnt, *hier)
+    elif algo == ALGO_RD:
         _eng.rd_allreduce(s, chan, out, src, cnt)
     elif algo == ALGO_RAB:
         _eng.rab_allreduce(s, chan, out, src, cnt)
