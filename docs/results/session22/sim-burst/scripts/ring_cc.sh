@@ -4,16 +4,7 @@
 # cubic (no pacing), then bbr again (ABA). Lab down at the end.
 # run as: flock -x /tmp/nezha-quiet.lock bash ring_cc.sh OUT
 out=$1
-PY=/work/main/.venv/bin/python
-export NEZHA_LAB_NAME=hh PYTHONPATH=/work/hH
-cd /work/hH
-trap '$PY -m nezha lab down >/dev/null 2>&1' EXIT
-$PY -m nezha lab up --hosts 4 --rails 2 --rate 400mbit --replace >/dev/null || exit 1
-run() {  # size
-  $PY -m nezha lab run --timeout 120 -x NEZHA_SOCKET_IFNAME=rail0,rail1 -- \
-     $PY bench/idle_burst.py --size $1 --idle-ms 0,1.5,6 --calls 20 2>&1 \
-     | $PY -c "import json,sys; t=sys.stdin.read(); d=json.loads(t[t.index('{'):t.rindex('}')+1]); print('$1', d['median_us'], d['vs_idle0'])"
-}
+source "$(dirname "$0")/ring_lib.sh"
 {
 echo "# $(date -u +%FT%TZ) lab 4 x 2 400mbit, $(git -C /work/hH rev-parse --short HEAD)"
 for cc in bbr cubic bbr; do

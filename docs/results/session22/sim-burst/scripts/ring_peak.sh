@@ -6,16 +6,7 @@
 # wire is not what limits it. Lab down at the end.
 # run as: flock -x /tmp/nezha-quiet.lock bash ring_peak.sh OUT
 out=$1
-PY=/work/main/.venv/bin/python
-export NEZHA_LAB_NAME=hh PYTHONPATH=/work/hH
-cd /work/hH
-trap '$PY -m nezha lab down >/dev/null 2>&1' EXIT
-$PY -m nezha lab up --hosts 4 --rails 2 --rate 400mbit --replace >/dev/null || exit 1
-run() {  # size
-  $PY -m nezha lab run --timeout 120 -x NEZHA_SOCKET_IFNAME=rail0,rail1 -- \
-     $PY bench/idle_burst.py --size $1 --idle-ms 0,1.5,6 --calls 20 2>&1 \
-     | $PY -c "import json,sys; t=sys.stdin.read(); d=json.loads(t[t.index('{'):t.rindex('}')+1]); print('$1', d['median_us'], d['vs_idle0'])"
-}
+source "$(dirname "$0")/ring_lib.sh"
 tcs() { ip netns exec hhh0 tc -s qdisc show dev rail0 | sed -n 2p; ip netns exec hhsw tc -s qdisc show dev h1r0 | sed -n 2p; }
 {
 echo "# $(date -u +%FT%TZ) lab 4 x 2, $(git -C /work/hH rev-parse --short HEAD)"

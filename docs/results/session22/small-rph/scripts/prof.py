@@ -57,6 +57,24 @@ hcomm = nezha.Communicator(hostc)
 lcomm = nezha.Communicator(leadc) if leadc != MPI.COMM_NULL else None
 crossc = W.Split(rank % L, rank)
 ccomm = nezha.Communicator(crossc)
+def leaders(name, call):
+    """us per call of call() among the leaders alone (the others wait), median over them."""
+    if lcomm is not None:
+        for _ in range(200):
+            call()
+        leadc.Barrier()
+        t0 = time.perf_counter()
+        for _ in range(N):
+            call()
+        row = ((time.perf_counter() - t0) / N * 1e6, 0, 0, 0)
+    else:
+        row = (np.nan, 0, 0, 0)
+    comm.barrier()
+    rows = W.gather(row, root=0)
+    if rank == 0:
+        print(f"{name:28s} us/call {np.nanmedian(np.array(rows)[:,0]):7.1f}", flush=True)
+
+
 for rep in range(2):
     report("world nezha 4B", timed(lambda: comm.allreduce(x, y)))
     if os.environ.get("PROF_ONLY_WORLD"):
@@ -72,35 +90,9 @@ for rep in range(2):
     hcomm.planner.algo = "auto"
     report("cross (all L at once) nezha", timed(lambda: ccomm.allreduce(x, y)))
     # leaders alone, the others asleep
-    if lcomm is not None:
-        for _ in range(200):
-            lcomm.allreduce(x, y)
-        leadc.Barrier()
-        t0 = time.perf_counter()
-        for _ in range(N):
-            lcomm.allreduce(x, y)
-        row = ((time.perf_counter() - t0) / N * 1e6, 0, 0, 0)
-    else:
-        row = (np.nan, 0, 0, 0)
-    comm.barrier()
-    rows = W.gather(row, root=0)
-    if rank == 0:
-        print(f"{'leaders nezha 4B':28s} us/call {np.nanmedian(np.array(rows)[:,0]):7.1f}", flush=True)
+    leaders("leaders nezha 4B", lambda: lcomm.allreduce(x, y))
     W.Barrier()
-    if lcomm is not None:
-        for _ in range(200):
-            leadc.Allreduce(x, y)
-        leadc.Barrier()
-        t0 = time.perf_counter()
-        for _ in range(N):
-            leadc.Allreduce(x, y)
-        row = ((time.perf_counter() - t0) / N * 1e6, 0, 0, 0)
-    else:
-        row = (np.nan, 0, 0, 0)
-    comm.barrier()
-    rows = W.gather(row, root=0)
-    if rank == 0:
-        print(f"{'leaders mpi 4B':28s} us/call {np.nanmedian(np.array(rows)[:,0]):7.1f}", flush=True)
+    leaders("leaders mpi 4B", lambda: leadc.Allreduce(x, y))
     if rank == 0:
         print("fast hits", comm.stats().get("fast_hits", comm._fast.hits), flush=True)
 comm.close(); hcomm.close()

@@ -1,5 +1,7 @@
-"""One line per run of ddp.sh (samples/s, step, compute, exposed, alone, buckets alone, CPU),
-ratios to the round's gloo and gloo2 runs, then the medians. usage: summary.py OUTDIR"""
+"""One line per run of examples/train_ddp.py saved as OUTDIR/<config>-<round>.txt (samples/s,
+step, compute, exposed, alone, buckets alone, CPU), ratios to the round's gloo and gloo2 runs,
+then the medians (the lab rounds of docs/results/session19/ddp-overlap and session22/ddp-rows).
+usage: tools/ddp_summary.py OUTDIR"""
 import glob, os, re, statistics, sys
 d = sys.argv[1]
 rows = {}
