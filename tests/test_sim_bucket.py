@@ -307,9 +307,15 @@ def test_burst_saving_follows_the_tokens_earned_between_calls():
     assert big == pytest.approx(b0 * peak / (peak - rate) * gain)
     small = C.burst_saving(1000, n, bps, gap)                     # the call is smaller
     assert small == pytest.approx(2 * 3 / 4 * 1000 * gain)
-    # a long idle: the bucket holds tbf's burst, no more
+    # a long idle: the bucket holds what the ring gets of tbf's burst (as the replay's
+    # buckets: B.ring_burst_bytes, 30 132 B at 400 Mbit/s), no more; loss_s=0: tbf's own
+    from nezha.sim import bucket as Bk
     full = C.burst_saving(64 << 20, n, bps, 10.0)
-    assert full == pytest.approx(shaping.burst_bytes(bps) * peak / (peak - rate) * gain)
+    ring = shaping.burst_bytes(bps) - bps / 8 * Bk.LAB_BURST_LOSS_S
+    assert full == pytest.approx(ring * peak / (peak - rate) * gain)
+    assert Bk.ring_burst_bytes(bps) == pytest.approx(ring)
+    tbf = C.burst_saving(64 << 20, n, bps, 10.0, loss_s=0.0)
+    assert tbf == pytest.approx(shaping.burst_bytes(bps) * peak / (peak - rate) * gain)
 
 
 def test_burst_aware_calibration_recovers_the_wire(tmp_path):

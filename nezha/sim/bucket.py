@@ -72,6 +72,12 @@ class Buckets:
         self.advance(np.zeros_like(self.rate), dt)
 
 
+def ring_burst_bytes(bps, loss_s=LAB_BURST_LOSS_S, mtu=9000):
+    """Bytes of a lab rail's tbf bucket that nezha's ring gets back after an idle: tbf's
+    burst less loss_s at the rate (0: tbf's own, what one TCP stream gets)."""
+    return max(shaping.burst_bytes(bps, mtu) - bps / 8 * loss_s, 0.0)
+
+
 def lab_buckets(fabric, rates_bps=None, peak_bps=LAB_PEAK_BPS, full=True,
                 loss_s=LAB_BURST_LOSS_S):
     """Buckets as `nezha lab` sets tbf on both ends of every rail veth (host->switch and
@@ -82,5 +88,5 @@ def lab_buckets(fabric, rates_bps=None, peak_bps=LAB_PEAK_BPS, full=True,
     for r, bps in enumerate(rates_bps):
         for side in (fabric.up[r], fabric.down[r]):
             links += list(side)
-            burst += [max(shaping.burst_bytes(bps) - bps / 8 * loss_s, 0.0)] * len(side)
+            burst += [ring_burst_bytes(bps, loss_s)] * len(side)
     return Buckets(fabric, links, np.array(burst, float), peak_bps / 8, full=full)

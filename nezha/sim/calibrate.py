@@ -15,18 +15,21 @@ import numpy as np
 SMALL = 64 << 10  # nezha's default NEZHA_SMALL_MSG_THRESHOLD: below it, recursive doubling
 
 
-def burst_saving(nbytes, hosts, bps, gap_s, mtu=9000):
+def burst_saving(nbytes, hosts, bps, gap_s, mtu=9000, loss_s=None):
     """Seconds a ring allreduce of nbytes gains on one tbf-shaped link from the tokens the
     link earned in gap_s before the call: a bucket holding B0 = min(burst, rate x gap)
     sends at the peak while it drains at (peak - rate), so B0 x peak / (peak - rate) of the
-    link's 2(n-1)/n x nbytes go at the peak instead of the rate."""
+    link's 2(n-1)/n x nbytes go at the peak instead of the rate. burst: what the ring gets
+    of tbf's (bucket.ring_burst_bytes; loss_s=0: tbf's whole burst), as the replay's
+    buckets give it."""
     from nezha.lab import shaping
-    from nezha.sim.bucket import LAB_PEAK_BPS
+    from nezha.sim.bucket import LAB_BURST_LOSS_S, LAB_PEAK_BPS, ring_burst_bytes
     rate = bps / 8 * shaping.goodput_ceiling(mtu)
     peak = LAB_PEAK_BPS / 8
     if peak <= rate:
         return 0.0
-    b0 = min(shaping.burst_bytes(bps, mtu), rate * max(gap_s, 0.0))
+    burst = ring_burst_bytes(bps, LAB_BURST_LOSS_S if loss_s is None else loss_s, mtu)
+    b0 = min(burst, rate * max(gap_s, 0.0))
     fast = min(2 * (hosts - 1) / hosts * nbytes, b0 * peak / (peak - rate))
     return fast * (1 / rate - 1 / peak)
 
