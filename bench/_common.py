@@ -345,6 +345,14 @@ def write_json(path, doc):
         json.dump(doc, f, indent=1, default=str)
 
 
+def report_json(doc, path=None):
+    """Print doc as indented JSON (what the small diagnostic benches give), and write it to
+    path too when one is given."""
+    print(json.dumps(doc, indent=1))
+    if path:
+        write_json(path, doc)
+
+
 def _extras(be, args, algorithm):
     extras = [("Backend", f"{be.name} ({be.library})"),
               ("Rails", ", ".join(be.rails) or "none"),

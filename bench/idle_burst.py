@@ -10,7 +10,6 @@ timed allreduce, for each idle length in turn (interleaved, --calls rounds), and
 prints each idle's median call time (the slowest rank's) and its ratio to idle 0.
 """
 import argparse
-import json
 import statistics
 import time
 
@@ -18,7 +17,7 @@ import numpy as np
 from mpi4py import MPI
 
 import nezha
-from _common import parse_size, write_json  # bench/ is on sys.path when run as a script
+from _common import parse_size, report_json  # bench/ is on sys.path when run as a script
 
 
 def main():
@@ -55,9 +54,7 @@ def main():
                "calls": a.calls, "median_us": {f"{i * 1e3:g}": round(v, 1) for i, v in med.items()},
                "vs_idle0": {f"{i * 1e3:g}": round(v / med[idles[0]], 3) for i, v in med.items()},
                "model": comm.stats()["model"]["buckets"]}
-        print(json.dumps(doc, indent=1))
-        if a.json:
-            write_json(a.json, doc)
+        report_json(doc, a.json)
     comm.close()
 
 

@@ -11,14 +11,13 @@ striped records only now; run this at a striped size to time a sync).
 Prints, over ranks and calls: the call's time, and the sync's share of it (µs).
 """
 import argparse
-import json
 import time
 
 import numpy as np
 from mpi4py import MPI
 
 import nezha
-from _common import parse_size, write_json  # bench/ is on sys.path when run as a script
+from _common import parse_size, report_json  # bench/ is on sys.path when run as a script
 
 
 def _after(c, s):
@@ -78,9 +77,7 @@ def main():
                "calls": int(s.size), "sync_us_per_rank": s.mean(axis=1).round(1).tolist(),
                "call_us_per_rank": c.mean(axis=1).round(1).tolist(),
                "model": comm.stats()["model"]["buckets"]}
-        print(json.dumps(doc, indent=1))
-        if a.json:
-            write_json(a.json, doc)
+        report_json(doc, a.json)
     comm.close()
 
 
