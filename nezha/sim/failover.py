@@ -53,6 +53,9 @@ closes it, so nothing but silence tells a rank the rail is gone (predict_lazy):
 4. Then the vote and the re-run on the surviving rail, as for a striped collective.
 """
 import functools
+import gzip
+import json
+import os
 
 import numpy as np
 
@@ -273,14 +276,25 @@ def _predict_lazy(hosts, rates, fab, wl, plan, nbytes, cut_host, cut_rail, at, t
             "ideal_ms": ideal * 1e3, "extra_ms": (end - ideal) * 1e3}
 
 
+@functools.lru_cache(maxsize=4)
+def _bench_json_at(path, mtime_ns, size):
+    op = gzip.open if path.endswith(".gz") else open
+    with op(path, "rt") as f:
+        return json.load(f)
+
+
+def bench_json(path):
+    """A bench/failover.py JSON, parsed once per file version: compare, spread, bench_cuts
+    and phases each read the same file (a 64 MiB run's is ~1 s to parse). Shared: do not
+    modify what it returns."""
+    st = os.stat(path)
+    return _bench_json_at(str(path), st.st_mtime_ns, st.st_size)
+
+
 def spread(path):
     """Per (size, mode): the lab's one-rail collective times' quartiles (s), the noise
     any single cut's extra carries."""
-    import gzip
-    import json
-    op = gzip.open if str(path).endswith(".gz") else open
-    with op(path, "rt") as f:
-        data = json.load(f)
+    data = bench_json(path)
     out = {}
     for row in data:
         one = [t1 - t0 for t0, t1, a in row["raw"]["rows"] if a != 3]
@@ -459,24 +473,18 @@ def bench_cuts(path, stamp_delay=0.0, near=0):
     around each cut instead of the run's medians (failstats.references). lags: per cut,
     the hit collective's entry lag (failstats.entry_lags; None in files without every
     rank's call times), ref_lag: its median over the two-rail calls."""
-    import gzip
-    import json
     import statistics
-    op = gzip.open if str(path).endswith(".gz") else open
-    with op(path, "rt") as f:
-        data = json.load(f)
+    data = bench_json(path)
     out = {}
     for row in data:
         rows = row["raw"]["rows"]
-        dur = [t1 - t0 for t0, t1, _ in rows]
-        med2 = statistics.median([d for (_, _, a), d in zip(rows, dur) if a == 3])
-        med1 = statistics.median([d for (_, _, a), d in zip(rows, dur) if a != 3])
+        med2, med1 = FS.run_medians(rows)
         heals = [th for _, th in row["raw"]["failures"]]
         lazy = row["size"] <= LAZY_MAX_BYTES
         lag = FS.entry_lags(row["raw"].get("rank_starts"))
         cuts, lags, took = [], [], []
         for k, ((tf, _), th) in enumerate(zip(stamps(row, stamp_delay), heals)):
-            c = FS.cut_extra(rows, tf, th, near, lazy)
+            c = FS.cut_extra(rows, tf, th, near, lazy, (med2, med1))
             if c is None:
                 continue
             # the bench's rotation: host 1 + k % 3; rail 0 for small sizes, else alternating
@@ -504,11 +512,7 @@ def phases(path, rates_gbps=(0.4, 0.4), hosts=4, stamp_delay=0.0, align="snapsho
     'down' to 'rerun done' is; a one-rail phase, in the model's own ms. align="snapshot"
     (the default): the cut placed after the snapshot copy instead (compare), no scaling;
     "share": as described."""
-    import gzip
-    import json
-    op = gzip.open if str(path).endswith(".gz") else open
-    with op(path, "rt") as f:
-        data = json.load(f)
+    data = bench_json(path)
     cuts = bench_cuts(path, stamp_delay)
     out = []
     for row in data:

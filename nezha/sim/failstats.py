@@ -37,15 +37,22 @@ def hit_span(rows, tf, lazy=False):
     return i, s, k
 
 
-def references(rows, i, k, tf, th=None, near=0):
+def run_medians(rows):
+    """(two-rail, one-rail) seconds: the medians of the whole run's collectives."""
+    dur = [t1 - t0 for t0, t1, _ in rows]
+    return (statistics.median(d for (_, _, a), d in zip(rows, dur) if a == BOTH),
+            statistics.median(d for (_, _, a), d in zip(rows, dur) if a != BOTH))
+
+
+def references(rows, i, k, tf, th=None, near=0, medians=None):
     """(two-rail, one-rail) seconds for the cut's ideal. near=0: the medians of the whole
-    run (the bench's reference). near=K: the medians of the K two-rail collectives just
+    run (the bench's reference; `medians`: run_medians(rows) when the caller has them, as
+    a run's cuts share them). near=K: the medians of the K two-rail collectives just
     before row i and the K one-rail ones just after row k (before the heal th): the run's
     drift (CPU load, page cache) cancels; the noise of single collectives does not."""
-    dur = [t1 - t0 for t0, t1, _ in rows]
-    two = statistics.median(d for (_, _, a), d in zip(rows, dur) if a == BOTH)
-    one = statistics.median(d for (_, _, a), d in zip(rows, dur) if a != BOTH)
+    two, one = medians or run_medians(rows)
     if near:
+        dur = [t1 - t0 for t0, t1, _ in rows]
         before = [dur[j] for j in range(i - 1, -1, -1) if rows[j][2] == BOTH
                   and rows[j][1] <= tf][:near]
         after = [dur[j] for j in range(k + 1, len(rows)) if rows[j][2] != BOTH
@@ -55,7 +62,7 @@ def references(rows, i, k, tf, th=None, near=0):
     return two, one
 
 
-def cut_extra(rows, tf, th=None, near=0, lazy=False):
+def cut_extra(rows, tf, th=None, near=0, lazy=False, medians=None):
     """One cut: dict(i, s, k, at, took, ideal, extra) in seconds, or None. The stalled row s
     is held against two rails until the cut and one after; rows of the span before it
     against two rails, after it against one (time between calls is not counted)."""
@@ -63,7 +70,7 @@ def cut_extra(rows, tf, th=None, near=0, lazy=False):
     if span is None:
         return None
     i, s, k = span
-    two, one = references(rows, i, k, tf, th, near)
+    two, one = references(rows, i, k, tf, th, near, medians)
     t0 = rows[s][0]
     before = min(max(tf - t0, 0.0), two)
     ideal = before + (1 - before / two) * one + (s - i) * two + (k - s) * one
