@@ -125,20 +125,25 @@ class Executor:
             self._drain()
 
     def _progress_sched(self):
-        """NEZHA_PROGRESS_SCHED=fifo: this (the progress) thread real-time, without spin.
-        With more busy threads than cores (4 ranks on 2 cores, DDP's backward in each) an
-        ordinary progress thread waits for a core each time data arrives, every rank's wait
-        stalls the ring, and DDP's buckets posted during backward ran at half the rails'
-        rate (issue 14: 100-117 ms for a 4 MiB bucket against 63 ms; real-time: 55-62)."""
-        if self.config["PROGRESS_SCHED"] != "fifo":
+        """NEZHA_PROGRESS_SCHED fifo (auto where allowed): this (the progress) thread
+        real-time, without spin. With more busy threads than cores (4 ranks on 2 cores,
+        DDP's backward in each) an ordinary progress thread waits for a core each time data
+        arrives, every rank's wait stalls the ring, and DDP's buckets posted during backward
+        ran at half the rails' rate (issue 14: 100-117 ms for a 4 MiB bucket against 63 ms;
+        real-time: 55-62). It sleeps in poll when nothing moves, so it takes no core idle."""
+        mode = self.config["PROGRESS_SCHED"]
+        if mode == "other":
             return
         try:
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))  # 0: this thread
         except OSError as exc:
-            log.warn("INIT", f"NEZHA_PROGRESS_SCHED=fifo: not allowed ({exc.strerror}); the "
-                     "progress thread keeps the default policy. It needs CAP_SYS_NICE or "
-                     "RLIMIT_RTPRIO >= 1 (ulimit -r)")
+            why = (f"not allowed ({exc.strerror}); the progress thread keeps the default "
+                   "policy. It needs CAP_SYS_NICE or RLIMIT_RTPRIO >= 1 (ulimit -r)")
+            # asked for by name: say so; auto: the default policy is what the user has
+            say = log.warn if mode == "fifo" else log.info
+            say("INIT", f"NEZHA_PROGRESS_SCHED={mode}: {why}")
             return
+        log.info("INIT", f"NEZHA_PROGRESS_SCHED={mode}: the progress thread is SCHED_FIFO 1")
         _eng.set_no_spin(True)
 
     def _drain(self, req=None):

@@ -1,6 +1,7 @@
 """One rank of tests/test_progress_sched.py (two loop rails: failover on, as in the lab):
-NEZHA_PROGRESS_SCHED=fifo makes the progress thread real-time, or warns and keeps the
-default policy where that is refused. Prints RESULT {json}: the checks that failed (empty
+NEZHA_PROGRESS_SCHED=fifo (or auto) makes the progress thread real-time; where that is
+refused fifo warns, auto does not, and both keep the default policy. Scenarios: fifo,
+refused (fifo refused), auto, auto-refused, other. Prints RESULT {json}: the checks that failed (empty
 when all held) and the progress thread's policy."""
 import os
 import sys
@@ -19,7 +20,7 @@ def _inp(r, k):
 
 
 def main(scenario):
-    if scenario == "refused":  # as for a user without CAP_SYS_NICE or RLIMIT_RTPRIO
+    if scenario.endswith("refused"):  # as for a user without CAP_SYS_NICE or RLIMIT_RTPRIO
         def refuse(*a):
             raise PermissionError(1, "Operation not permitted")
         os.sched_setscheduler = refuse
@@ -35,7 +36,7 @@ def main(scenario):
                 bad.append(f"iallreduce {k}: wrong result")
         prog = [t for t in threading.enumerate() if t.name == "nezha-progress"]
         policy = os.sched_getscheduler(prog[0].native_id) if prog else None
-        want = os.SCHED_FIFO if scenario == "fifo" else os.SCHED_OTHER
+        want = os.SCHED_FIFO if scenario in ("fifo", "auto") else os.SCHED_OTHER
         if policy != want:
             bad.append(f"progress thread policy {policy}, want {want}")
         if policy == os.SCHED_FIFO and os.sched_getparam(prog[0].native_id).sched_priority != 1:

@@ -1,23 +1,5 @@
 #!/bin/bash
-# issue 14: examples/train_ddp.py --model mlp --steps 15 --batch 16 in a lab of 4 hosts x 1 rank
-# on 2 rails, ABBA rounds in one lab; run under flock -x /tmp/nezha-quiet.lock.
-# usage: ddp.sh OUTDIR RATE ROUNDS CONFIG...   (RATE as for lab up, e.g. 400mbit,100mbit)
-# CONFIG = name:backend:IFNAMES[:K=V,K=V]; gloo gets GLOO_SOCKET_IFNAME, nezha NEZHA_SOCKET_IFNAME
-PY=/work/main/.venv/bin/python; T=/work/hJ; LAB=hj
-D=$T/docs/results/session22/ddp-rows/$1; RATE=$2; R=$3; shift 3; mkdir -p $D
-$PY -m nezha lab up --name $LAB --hosts 4 --rails 2 --rate $RATE >> $D/lab.log 2>&1 || exit 1
-trap '$PY -m nezha lab down --name $LAB >> $D/lab.log 2>&1' EXIT
-one() {  # name backend ifnames env out
-  local env=() kv var=NEZHA_SOCKET_IFNAME
-  for kv in ${4//,/ }; do env+=(-x "$kv"); done
-  [ "$2" = gloo ] && var=GLOO_SOCKET_IFNAME
-  echo "$(date -u +%H:%M:%S) $5" >> $D/times.txt
-  (cd $T && PYTHONPATH=$T $PY -m nezha lab run --name $LAB --env-rendezvous --timeout 600 \
-    -x OMP_NUM_THREADS=1 -x $var=${3//+/,} "${env[@]}" -- $PY examples/train_ddp.py --backend $2 \
-    --model mlp --steps ${STEPS:-15} --batch 16 > $D/$5.txt 2>&1)
-}
-for r in $(seq 1 $R); do
-  cfgs=("$@"); [ $((r % 2)) = 0 ] && cfgs=($(printf '%s\n' "$@" | tac))
-  for c in "${cfgs[@]}"; do IFS=: read -r n b i e <<< "$c"; one $n $b $i "$e" $n-$r; done
-done
-echo "$(date -u +%H:%M:%S) end" >> $D/times.txt
+# issue 14: the mlp at batch 16, the rounds of this note (tools/ddp_rounds.sh, run from helper-17's
+# worktree /work/hJ then); usage as tools/ddp_rounds.sh, OUTDIR relative to this note's directory
+S=$(dirname $(dirname $(readlink -f $0))); D=$S/$1; shift
+TREE=/work/hJ LAB=hj MODEL_ARGS="--model mlp --batch 16" exec /work/main/tools/ddp_rounds.sh $D "$@"
