@@ -291,6 +291,7 @@ cdef class Schedule:
 include "algorithms/ring.pxi"
 include "algorithms/rd.pxi"
 include "algorithms/rd_hosts.pxi"
+include "algorithms/barrier_hosts.pxi"
 include "algorithms/rab.pxi"
 include "algorithms/tree.pxi"
 include "algorithms/hier.pxi"
