@@ -522,7 +522,10 @@ class Communicator(Executor, Diagnose):
 
     def _barrier(self):
         def build(s, algo, chan, off, cnt, src):
-            _eng.dissemination_barrier(s, chan)
+            if self._hier[1] is not None:  # several ranks per host: one crosses per host
+                _eng.hosts_barrier(s, chan, *self._hier)
+            else:
+                _eng.dissemination_barrier(s, chan)
 
         return self._submit("barrier", _eng.COLL_BARRIER, DType.UINT8, 0, 0, -1,
                             self.planner.single, build, None, [], ckey=(),

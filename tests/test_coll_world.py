@@ -5,6 +5,8 @@ by hand). Run alone (no mpirun) it runs on one rank.
 """
 import gc
 import os
+import struct
+import time
 import weakref
 
 import numpy as np
@@ -355,6 +357,37 @@ def test_hier_layout_small_allreduce_crosses_hosts_from_one_rank_per_host(world)
         world.reduce(inputs[r].copy(), red, op=op, root=n - 1)
         if r == n - 1:
             oracle.assert_result(red, oracle.reduce(dt, op, inputs), dt, op)
+    first = world.local_rank == 0
+    assert (sent_away() > before) == first, (world.local_rank, sent_away() - before)
+
+
+def test_hier_layout_barrier_crosses_hosts_from_one_rank_per_host(world):
+    """With several ranks on each host the barrier crosses hosts from each host's first
+    rank only (barrier_hosts.pxi), and still no rank leaves before the last one entered:
+    each round one rank (a first one, then not) enters 30 ms late; CLOCK_MONOTONIC is
+    one clock for all the ranks of a test."""
+    if not world.planner.hier_ok:
+        pytest.skip("needs several ranks on each host (even)")
+    n, r = world.size, world.rank
+    hosts = world.planner.hosts
+    away = [p for p in range(n) if hosts[p] != hosts[r]]
+
+    def sent_away():
+        b = world._engine.endpoint_bytes()
+        return sum(b[c * n + p][0] for c in range(world.nchan) for p in away)
+
+    world.barrier()
+    before = sent_away()
+    for late in sorted({0, 1, n - 1, n // 2}):
+        if r == late:
+            time.sleep(0.03)
+        entered = time.monotonic()
+        world.barrier()
+        left = time.monotonic()
+        times = [struct.unpack("dd", b) for b in world._boot.allgather(struct.pack("dd", entered, left))]
+        assert min(t[1] for t in times) >= times[late][0], (late, times)
+    for _ in range(20):
+        world.barrier()
     first = world.local_rank == 0
     assert (sent_away() > before) == first, (world.local_rank, sent_away() - before)
 

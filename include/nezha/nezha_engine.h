@@ -124,6 +124,7 @@ typedef struct {
     int32_t nchan;
     int64_t t0;
     int64_t spin_ns;  /* busy-poll this long (yielding the CPU) before sleeping in poll() */
+    int64_t run_spin_ns;  /* this run's: spin_ns, or longer where the schedule asks (Engine.begin) */
     /* failover: with it, a channel that errs or goes silent is set aside (chan_failed) and
      * the run finishes the other channels instead of failing as a whole */
     int failover;
@@ -657,10 +658,10 @@ static inline int nz_progress(nz_engine_t *e, nz_op_t *ops, int32_t nops, int64_
         if (nz_vote_called(e)) { rc = nz_fail(e, NZ_ERR_VOTE, -1, -1, 0); goto out; }
         /* Small messages arrive within microseconds: retrying (and yielding the core to
          * the ranks that share it) beats a sleep and a wake-up in poll(). */
-        if (e->spin_ns > 0 && !nz_no_spin) {
+        if (e->run_spin_ns > 0 && !nz_no_spin) {
             int64_t now = nz_now_ns();
             if (!idle_since) idle_since = now;
-            if (now - idle_since < e->spin_ns && now < deadline_ns) { sched_yield(); continue; }
+            if (now - idle_since < e->run_spin_ns && now < deadline_ns) { sched_yield(); continue; }
         }
         /* Nothing moved: sleep on what we wait for, and on the health thread's news. */
         int64_t now = nz_now_ns();

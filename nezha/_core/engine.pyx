@@ -98,6 +98,9 @@ cdef class Schedule:
     cdef uint64_t avg_count[64]
     cdef double avg_div
     cdef int navg
+    # spin this long (if the engine spins at all) before sleeping: a rank that waits on its
+    # host's first rank for a whole cross-host step (rd_hosts.pxi) outlasts NEZHA_SPIN_US
+    cdef public int64_t wait_spin_ns
 
     def __cinit__(self, int rank, int size, int nchan, int coll, uint32_t seq, int dtype,
                   int op, uint64_t count, int root=-1, int algo=0, uint32_t plan=0):
@@ -288,6 +291,7 @@ cdef class Schedule:
 include "algorithms/ring.pxi"
 include "algorithms/rd.pxi"
 include "algorithms/rd_hosts.pxi"
+include "algorithms/barrier_hosts.pxi"
 include "algorithms/rab.pxi"
 include "algorithms/tree.pxi"
 include "algorithms/hier.pxi"
@@ -447,7 +451,7 @@ cdef class Engine:
 
     def set_spin(self, double seconds):
         """Busy-poll this long before sleeping when nothing moves."""
-        self.e.spin_ns = <int64_t>(seconds * 1e9)
+        self.e.spin_ns = self.e.run_spin_ns = <int64_t>(seconds * 1e9)
 
     def set_failover(self, bint on, list chan_rail, double silent):
         """Set channels aside on errors or silence (instead of failing the run)."""
@@ -505,6 +509,9 @@ cdef class Engine:
         cdef int i
         for i in range(s.npre):
             memcpy(s.pre_dst[i], s.pre_src[i], s.pre_n[i])
+        self.e.run_spin_ns = self.e.spin_ns
+        if self.e.spin_ns > 0 and s.wait_spin_ns > self.e.spin_ns:
+            self.e.run_spin_ns = s.wait_spin_ns
         return nz_start(&self.e, s.ops, s.nops, s.dtype, s.op)
 
     def progress(self, Schedule s, int64_t deadline_ns):

@@ -234,6 +234,7 @@ cdef extern from "nezha/nezha_engine.h" nogil:
         uint64_t *chan_bytes
         int32_t nchan
         int64_t spin_ns
+        int64_t run_spin_ns
         int failover
         nz_health_t *health
         int32_t *chan_rail
