@@ -331,6 +331,18 @@ def test_small_collectives_need_no_vote(world):
     assert (world.stats()["votes"] > before) == world._failover
 
 
+def _sent_to_other_hosts(world):
+    """A function giving the bytes this rank has sent so far to ranks on other hosts (every
+    channel): the hier-layout tests check that only a host's first rank crosses hosts."""
+    n, hosts = world.size, world.planner.hosts
+    away = [p for p in range(n) if hosts[p] != hosts[world.rank]]
+
+    def sent_away():
+        b = world._engine.endpoint_bytes()
+        return sum(b[c * n + p][0] for c in range(world.nchan) for p in away)
+    return sent_away
+
+
 def test_hier_layout_small_allreduce_crosses_hosts_from_one_rank_per_host(world):
     """With several ranks on each host a small (rd) allreduce or reduce crosses hosts from
     each host's first rank only (rd_hosts.pxi: TCP messages cost the CPU that bounds small
@@ -338,13 +350,7 @@ def test_hier_layout_small_allreduce_crosses_hosts_from_one_rank_per_host(world)
     if not world.planner.hier_ok or world.algorithm_for(8) != "rd":
         pytest.skip("needs several ranks on each host (even) and rd for small payloads")
     n, r = world.size, world.rank
-    hosts = world.planner.hosts
-    away = [p for p in range(n) if hosts[p] != hosts[r]]
-
-    def sent_away():
-        b = world._engine.endpoint_bytes()
-        return sum(b[c * n + p][0] for c in range(world.nchan) for p in away)
-
+    sent_away = _sent_to_other_hosts(world)
     before = sent_away()
     for dt, op, count in ((DType.INT64, ReduceOp.SUM, 1), (DType.FLOAT32, ReduceOp.SUM, 7),
                           (DType.INT32, ReduceOp.MAX, 97), (DType.FLOAT64, ReduceOp.AVG, 3)):
@@ -369,13 +375,7 @@ def test_hier_layout_barrier_crosses_hosts_from_one_rank_per_host(world):
     if not world.planner.hier_ok:
         pytest.skip("needs several ranks on each host (even)")
     n, r = world.size, world.rank
-    hosts = world.planner.hosts
-    away = [p for p in range(n) if hosts[p] != hosts[r]]
-
-    def sent_away():
-        b = world._engine.endpoint_bytes()
-        return sum(b[c * n + p][0] for c in range(world.nchan) for p in away)
-
+    sent_away = _sent_to_other_hosts(world)
     world.barrier()
     before = sent_away()
     for late in sorted({0, 1, n - 1, n // 2}):
