@@ -281,7 +281,7 @@ def test_repeated_calls_on_the_same_buffers(world):
     store, outs = np.zeros(8 * 1009, np.uint8), np.zeros(8 * 1009, np.uint8)
     hits = world.stats()["fast_path_calls"]
     calls = 0
-    for rnd in range(3):
+    for rnd in range(2):  # the second round repeats every entry the first made
         for dt in (DType.INT32, DType.FLOAT64, DType.UINT8, DType.FLOAT32):
             npdt = oracle.numpy_dtype(dt)
             for n in (1, 97, 1009):

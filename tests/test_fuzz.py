@@ -45,14 +45,18 @@ def victim(tmp_path):
     v.close()
 
 
-def run_fuzz(victim, seconds, seed, rails=None, kinds=None, max_cases=None, others=()):
-    """Cases until seconds pass; returns (Counter of outcomes by kind, cases, worst secs).
-    others: real ranks 1..N-2 of an N-rank job (the peer is rank N-1)."""
+def run_fuzz(victim, seconds, seed, rails=None, kinds=None, max_cases=None, others=(),
+             min_cases=3):
+    """Cases until seconds pass and at least min_cases ran (a loaded machine must not cut a
+    run to one slow case: a stall case alone can outlast the budget); returns (Counter of
+    outcomes by kind, cases, worst secs). others: real ranks 1..N-2 of an N-rank job (the
+    peer is rank N-1)."""
     counts = collections.Counter()
     worst = 0.0
     t_end = time.monotonic() + seconds
     i = 0
-    while time.monotonic() < t_end and (max_cases is None or i < max_cases):
+    while ((time.monotonic() < t_end or i < min_cases)
+           and (max_cases is None or i < max_cases)):
         case = fuzzpeer.case_for(seed, i, rails, kinds, TIMEOUT, CONNECT, len(others) + 2)
         res, why = fuzzpeer.run_case(victim, case, SECRET, others)
         if why is not None and why.startswith(("crash", "hang")):
@@ -84,9 +88,8 @@ def test_fuzz_wire(victim, rails):
     """Mutated and random data streams, control and vote frames, peer death, one rail
     (no failover) and two (failover and votes)."""
     t0 = time.monotonic()
-    counts, n, worst = run_fuzz(victim, SECONDS, SEED + rails, rails=rails)
+    counts, n, worst = run_fuzz(victim, SECONDS, SEED + rails, rails=rails, min_cases=5)
     report(f"wire-{rails}rail", counts, n, worst, time.monotonic() - t0)
-    assert n >= 5
 
 
 @pytest.mark.timeout(600)
@@ -97,7 +100,6 @@ def test_fuzz_votes_and_control(victim):
         "ctrl-status", "ctrl-status", "ctrl-status-first", "ctrl-abort", "ctrl-biglen",
         "ctrl-unknown", "die-vote"])
     report("votes", counts, n, worst, time.monotonic() - t0)
-    assert n >= 3
 
 
 @pytest.mark.timeout(600)
@@ -111,7 +113,6 @@ def test_fuzz_three_ranks(victim, tmp_path):
     finally:
         other.close()
     report("3-ranks", counts, n, worst, time.monotonic() - t0)
-    assert n >= 3
 
 
 @pytest.mark.timeout(120)
@@ -144,7 +145,6 @@ def test_fuzz_bootstrap(victim):
     counts, n, worst = run_fuzz(victim, min(SECONDS / 2, 4), SEED + 9, kinds=["die-boot"],
                                 max_cases=None if SECONDS > 6 else 8)
     report("bootstrap", counts, n, worst, time.monotonic() - t0)
-    assert n >= 3
 
 
 # ---- the INA service ------------------------------------------------------------------
