@@ -78,6 +78,10 @@ typedef struct {
     int64_t own_seq[2];
     uint64_t vote_resends;     /* STATUS sent again on every rail, with a poke (nz_vote) */
     uint64_t pokes_answered;
+    /* the health thread's polls of the control endpoints, and its reads left to another
+     * reader (rlock held): how often it wakes, whatever woke it */
+    uint64_t polls;
+    uint64_t refused;
     /* vote: latest STATUS per peer and vote parity (2 * size slots) */
     volatile int64_t *status_seq;
     volatile uint64_t *status_mask;
@@ -249,10 +253,11 @@ static inline void nz_health_read_locked(nz_health_t *h, int32_t i, int64_t now)
 /* Read what arrived on control endpoint i, unless another thread is already at it (the
  * engine reads control endpoints itself while it runs, to learn of votes without a wake-up
  * of this thread in between). */
-static inline void nz_health_read(nz_health_t *h, int32_t i, int64_t now) {
-    if (pthread_mutex_trylock(&h->rlock[i]) != 0) return;
+static inline int nz_health_read(nz_health_t *h, int32_t i, int64_t now) {
+    if (pthread_mutex_trylock(&h->rlock[i]) != 0) return 0;
     if (nz_ctrl_open(h, i)) nz_health_read_locked(h, i, now);
     pthread_mutex_unlock(&h->rlock[i]);
+    return 1;
 }
 
 /* The control endpoint i cannot move again: record it as closed and tell Python. */
@@ -324,12 +329,14 @@ static void *nz_health_main(void *arg) {
             if (nz_health_watch(h, i, pf, map, i, &nfd, max)) nz_health_read(h, i, now);
         __atomic_store_n(&h->busy, 0, __ATOMIC_RELEASE);
         int r = poll(pf, (nfds_t)nfd, wait_ms);
+        __atomic_fetch_add(&h->polls, 1, __ATOMIC_RELAXED);
         if (r <= 0) continue;
         /* until every endpoint is read, last_heard mixes old and new times (nz_rail_silent) */
         __atomic_store_n(&h->busy, 1, __ATOMIC_RELEASE);
         now = nz_health_now();
         for (int32_t k = 0; k < nfd; k++)
-            if (pf[k].revents) nz_health_read(h, map[k], now);
+            if (pf[k].revents && !nz_health_read(h, map[k], now))
+                __atomic_fetch_add(&h->refused, 1, __ATOMIC_RELAXED);
         __atomic_store_n(&h->busy, 0, __ATOMIC_RELEASE);
     }
     free(pf);

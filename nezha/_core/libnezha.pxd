@@ -147,6 +147,8 @@ cdef extern from "nezha/nezha_health.h" nogil:
         int64_t own_seq[2]
         uint64_t vote_resends
         uint64_t pokes_answered
+        uint64_t polls
+        uint64_t refused
         int64_t *status_seq
         uint64_t *status_mask
         uint64_t *status_heard
@@ -165,6 +167,7 @@ cdef extern from "nezha/nezha_health.h" nogil:
     int nz_health_wait_vote(nz_health_t *h, int ms)
     int pthread_mutex_init(pthread_mutex_t *m, void *attr)
     int pthread_mutex_lock(pthread_mutex_t *m)
+    int pthread_mutex_trylock(pthread_mutex_t *m)
     int pthread_mutex_unlock(pthread_mutex_t *m)
     int eventfd(unsigned int initval, int flags)
     enum: EFD_NONBLOCK
