@@ -681,6 +681,10 @@ cdef class Engine:
         """Per endpoint: (bytes sent, bytes received) since the engine was made."""
         return [(self.e.eps[i].bytes_sent, self.e.eps[i].bytes_recv) for i in range(self.e.nep)]
 
+    def run_polls(self):
+        """Sleeps in poll() of the runs since the engine was made: how often a run woke."""
+        return self.e.run_polls
+
     def tx_kicks(self):
         """Sends pushed again because their bytes waited unsent with none in flight (a
         segment dropped before it left the host), since the engine was made."""

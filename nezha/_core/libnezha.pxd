@@ -256,6 +256,7 @@ cdef extern from "nezha/nezha_engine.h" nogil:
         int32_t *qbuf
         int64_t qcap
         uint64_t tx_kicks
+        uint64_t run_polls
 
     int64_t nz_now_ns()
     int nz_start(nz_engine_t *e, nz_op_t *ops, int32_t nops, int dtype, int op)
