@@ -243,6 +243,7 @@ class Communicator(Executor, Diagnose):
                 "snapshots": {"at_post": self._nsnaps[0], "at_run": self._nsnaps[1],
                               "out_of_place": self._nsnaps[2]},
                 "vote_resends": self._engine.vote_counts()[0],
+                "health_polls": self._engine.health_counts()[0],
                 "zerocopy": self._engine.zerocopy_counts(),
                 "tx_kicks": self._engine.tx_kicks(),
                 "last_channels": [{"channel": self._mesh.chan_name(c), "ns": t, "bytes": b}

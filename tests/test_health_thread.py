@@ -6,6 +6,7 @@ import os
 import threading
 import time
 
+import numpy as np
 import pytest
 
 import nezha
@@ -310,3 +311,113 @@ def test_vote_copy_lost_is_sent_again_on_a_poke(tmp_path, stalled):
     assert t0 == t1                                # every rank decides from the same table
     assert c0[0] >= 1, c0                          # rank 0 sent again and poked
     assert c1[1] >= 1, c1                          # rank 1 answered
+
+
+# polls a second of heartbeats asks for: its own beats, and one wake-up per frame from
+# each of the 2 rails (0.02 s apart), ~150; a busy loop polls hundreds of thousands
+POLLS_PER_S = 1000
+
+
+def _polls_over(eng, fn):
+    p0 = eng.health_counts()[0]
+    fn()
+    return eng.health_counts()[0] - p0
+
+
+@pytest.mark.timeout(90)
+def test_health_thread_sleeps_while_another_reader_holds_an_endpoint():
+    """Rank 0 holds its control endpoint to rank 1 on rail 0 for 1 s (Engine.hold_ctrl_read:
+    as the engine holds it while it reads there, descheduled in the middle) while rank 1's
+    heartbeats arrive on it. The health thread must leave that endpoint to its reader and
+    sleep; before, its read was refused (trylock), the socket stayed readable and it polled
+    again at once: a busy loop for as long as the reader held it, which at SCHED_FIFO 2 on a
+    crowded machine kept the reader (lower priority, same core) from ever finishing
+    (session 23: a DDP job's health threads spun a core each and the job never ended)."""
+    def body(comm, sync):
+        eng = comm._engine
+        sync.wait()
+        if comm.rank == 1:
+            sync.wait()
+            return None
+        held = []
+        polls = _polls_over(eng, lambda: held.append(eng.hold_ctrl_read(0 * comm.size + 1, 1.0)))
+        ok = eng.heard_rails(2, 0, 0.0, 30.0)
+        sync.wait()
+        return held, polls, ok
+
+    (held, polls, ok), _ = pair(body)
+    assert held == [True]
+    assert polls < POLLS_PER_S, f"{polls} polls in 1 s: the health thread spun"
+    assert ok == ALL  # both rails still heard: the hold delayed nothing for long
+
+
+
+def _hold(eng, i, seconds):
+    """Engine.hold_ctrl_read, again until the lock was free (the health thread may be
+    reading there that instant)."""
+    end = time.monotonic() + 5
+    while not eng.hold_ctrl_read(i, seconds):
+        assert time.monotonic() < end, "never free"
+        time.sleep(0.001)
+
+
+@pytest.mark.timeout(90)
+def test_run_sleeps_while_another_reader_holds_an_endpoint():
+    """Rank 0's allreduce waits ~0.8 s for rank 1 while rank 0's control endpoint to rank 1
+    on rail 0 is held for 1 s (as the health thread holds it while it reads there, descheduled in
+    the middle) and rank 1's heartbeats arrive on it. The run (failover: it reads control
+    endpoints itself) must leave that endpoint to its reader and sleep; before, its read was
+    refused, the fd stayed ready and it polled again at once. With NEZHA_PROGRESS_SCHED=fifo
+    that run is SCHED_FIFO 1 above an ordinary health thread: on a busy core the holder never
+    got to finish, and its heartbeats stopped (session 23's false silence, a likely cause).
+    Nothing is read there for 1 s: a rail timeout of 2 s keeps that from being a silence."""
+    def body(comm, sync):
+        eng = comm._engine
+        a = np.arange(300_000, dtype=np.int64) + comm.rank  # striped over both rails
+        sync.wait()
+        if comm.rank == 1:
+            time.sleep(0.8)
+            comm.allreduce(a)
+            return a
+        hold = threading.Thread(target=_hold, args=(eng, 1, 1.0), name="test-hold", daemon=True)
+        hold.start()
+        time.sleep(0.05)
+        p0 = eng.run_polls()
+        comm.allreduce(a)
+        polls = eng.run_polls() - p0
+        hold.join(10)
+        return a, polls
+
+    (a0, polls), a1 = pair(body, config=dict(CONFIG, RAIL_TIMEOUT="2"))
+    want = np.arange(300_000, dtype=np.int64) * 2 + 1
+    assert np.array_equal(a0, want) and np.array_equal(a1, want)
+    assert polls < POLLS_PER_S, f"{polls} polls in ~1 s: the run spun"
+
+
+@pytest.mark.timeout(90)
+def test_peer_gone_idle_health_thread_sleeps_and_next_collective_raises():
+    """Rank 1 vanishes without a goodbye (its health thread stopped, then every socket
+    closed, as at os._exit) while rank 0 is idle: over the next second rank 0's health
+    thread polls no more than heartbeats ask for (every endpoint to rank 1 is closed, none
+    is polled again), and rank 0's next allreduce raises a PeerError naming rank 1 within
+    seconds instead of waiting for NEZHA_TIMEOUT."""
+    def body(comm, sync):
+        eng = comm._engine
+        sync.wait()
+        if comm.rank == 1:
+            eng.close()
+            comm._mesh.close()
+            sync.wait()
+            return None
+        sync.wait()
+        assert _until(lambda: all(eng.rail_silence(r, 1)[1] for r in range(2))), "closes not seen"
+        polls = _polls_over(eng, lambda: time.sleep(1.0))
+        t0 = time.monotonic()
+        with pytest.raises(nezha.PeerError) as err:
+            comm.allreduce(np.arange(1000, dtype=np.int64))
+        return polls, time.monotonic() - t0, err.value
+
+    (polls, secs, exc), _ = pair(body)  # the communicators' timeout: 5 s
+    assert polls < POLLS_PER_S, f"{polls} polls in 1 s: the health thread spun"
+    assert exc.peer == 1 and "rank 1" in str(exc), exc
+    assert secs < 3, secs

@@ -156,6 +156,7 @@ typedef struct {
     int zc_any;
     int zc_wait;
     uint64_t tx_kicks;         /* sends pushed again by nz_kick_stuck (lifetime) */
+    uint64_t run_polls;        /* sleeps in poll() of runs (lifetime): how often a run woke */
 } nz_engine_t;
 
 static inline int64_t nz_now_ns(void) {
@@ -716,6 +717,7 @@ static inline int nz_progress(nz_engine_t *e, nz_op_t *ops, int32_t nops, int64_
         if (e->failover && e->health && wait_ms > e->silent_ns / 4000000 + 1)
             wait_ms = e->silent_ns / 4000000 + 1;  /* wake to look for silent peers */
         int r = poll(pfd, (nfds_t)nfd, (int)wait_ms);
+        e->run_polls++;
         if (r < 0 && errno != EINTR) { rc = nz_fail(e, NZ_ERR_INTERNAL, -1, -1, errno); goto out; }
         if (e->health && r > 0) {
             int64_t t = nz_now_ns();

@@ -78,6 +78,10 @@ typedef struct {
     int64_t own_seq[2];
     uint64_t vote_resends;     /* STATUS sent again on every rail, with a poke (nz_vote) */
     uint64_t pokes_answered;
+    /* the health thread's polls of the control endpoints, and its reads left to another
+     * reader (rlock held): how often it wakes, whatever woke it */
+    uint64_t polls;
+    uint64_t refused;
     /* vote: latest STATUS per peer and vote parity (2 * size slots) */
     volatile int64_t *status_seq;
     volatile uint64_t *status_mask;
@@ -194,15 +198,16 @@ static inline void nz_health_closed(nz_health_t *h, int32_t i) {
     nz_health_post(h, i, &f, NULL);
 }
 
-static inline void nz_health_read_locked(nz_health_t *h, int32_t i, int64_t now) {
+/* 1 if anything moved (bytes, or the endpoint closed), 0 if nothing was there */
+static inline int nz_health_read_locked(nz_health_t *h, int32_t i, int64_t now) {
     char *rb = h->rbuf + (size_t)i * NZ_RBUF;
-    for (;;) {
+    for (int moved = 0;; moved = 1) {
         ssize_t k = h->ctrl[i].tr->recv(h->ctrl[i].tx, rb + h->rlen[i], NZ_RBUF - h->rlen[i]);
         if (k < 0) {
             nz_health_closed(h, i);
-            return;
+            return 1;
         }
-        if (k == 0) return;
+        if (k == 0) return moved;
         h->rlen[i] += (uint32_t)k;
         if (now - h->last_heard[i] > 3 * h->interval_ns) h->since[i] = now;
         h->last_heard[i] = now;
@@ -212,7 +217,7 @@ static inline void nz_health_read_locked(nz_health_t *h, int32_t i, int64_t now)
             memcpy(&f, rb + off, sizeof(f));
             if (f.magic != NZ_CTRL_MAGIC || f.len > NZ_RBUF - sizeof(nz_frame_t)) {
                 h->closed[i] = 1; /* not our protocol: stop reading it */
-                return;
+                return 1;
             }
             if (h->rlen[i] - off < sizeof(nz_frame_t) + f.len) break;
             if (f.type == NZ_FRAME_STATUS) {
@@ -248,11 +253,22 @@ static inline void nz_health_read_locked(nz_health_t *h, int32_t i, int64_t now)
 
 /* Read what arrived on control endpoint i, unless another thread is already at it (the
  * engine reads control endpoints itself while it runs, to learn of votes without a wake-up
- * of this thread in between). */
-static inline void nz_health_read(nz_health_t *h, int32_t i, int64_t now) {
-    if (pthread_mutex_trylock(&h->rlock[i]) != 0) return;
-    if (nz_ctrl_open(h, i)) nz_health_read_locked(h, i, now);
+ * of this thread in between): 1 if anything moved, 0 if nothing, -1 if left to the other. */
+static inline int nz_health_read(nz_health_t *h, int32_t i, int64_t now) {
+    if (pthread_mutex_trylock(&h->rlock[i]) != 0) return -1;
+    int moved = nz_ctrl_open(h, i) ? nz_health_read_locked(h, i, now) : 1;
     pthread_mutex_unlock(&h->rlock[i]);
+    return moved;
+}
+
+/* Another thread reads control endpoint i right now: leave it to that reader, which reads
+ * what arrives and wakes the engine (evfd) for what concerns it. Polled meanwhile, its fd
+ * is ready at once while the bytes wait for that reader: a busy loop for as long as it
+ * holds it, and at SCHED_FIFO above a reader descheduled on the same core, for ever. */
+static inline int nz_ctrl_taken(nz_health_t *h, int32_t i) {
+    if (pthread_mutex_trylock(&h->rlock[i]) != 0) return 1;
+    pthread_mutex_unlock(&h->rlock[i]);
+    return 0;
 }
 
 /* The control endpoint i cannot move again: record it as closed and tell Python. */
@@ -263,10 +279,11 @@ static inline void nz_health_lost(nz_health_t *h, int32_t i) {
 }
 
 /* Add control endpoint i's wake-up fds (for input) to pf at *nfd, map entries set to
- * tag; returns 1 if it can be read right now (do not sleep). */
+ * tag, unless another thread reads it now; returns 1 if it can be read right now (do not
+ * sleep). */
 static inline int nz_health_watch(nz_health_t *h, int32_t i, struct pollfd *pf, int32_t *map,
                                   int32_t tag, int32_t *nfd, int32_t max) {
-    if (!nz_ctrl_open(h, i) || *nfd + NZ_CTRL_MAXFDS > max) return 0;
+    if (!nz_ctrl_open(h, i) || *nfd + NZ_CTRL_MAXFDS > max || nz_ctrl_taken(h, i)) return 0;
     int k = nz_ctrl_pollfds(h, i, 0, pf + *nfd);
     if (k == NZ_TR_READY) return 1;
     if (k < 0) { nz_health_lost(h, i); return 0; }
@@ -287,7 +304,11 @@ static void *nz_health_main(void *arg) {
     int32_t max = NZ_CTRL_MAXFDS * h->n + 1;
     struct pollfd *pf = (struct pollfd *)calloc((size_t)max, sizeof(struct pollfd));
     int32_t *map = (int32_t *)calloc((size_t)max, sizeof(int32_t));
-    if (!pf || !map) { free(pf); free(map); return NULL; }
+    /* endpoints that woke this thread and gave nothing (read refused: another thread
+     * took it between poll and read; or a readiness the transport's recv cannot use):
+     * left out of the next poll, so a wake-up either moves bytes or is not repeated */
+    uint8_t *skip = (uint8_t *)calloc((size_t)h->n + 1, 1);
+    if (!pf || !map || !skip) { free(pf); free(map); free(skip); return NULL; }
     int64_t next_beat = 0;
     nz_frame_t beat;
     memset(&beat, 0, sizeof(beat));
@@ -320,20 +341,28 @@ static void *nz_health_main(void *arg) {
         }
         int32_t nfd = 0;
         __atomic_store_n(&h->busy, 1, __ATOMIC_RELEASE);
-        for (int32_t i = 0; i < h->n; i++)
+        for (int32_t i = 0; i < h->n; i++) {
+            if (skip[i]) { skip[i] = 0; continue; }
             if (nz_health_watch(h, i, pf, map, i, &nfd, max)) nz_health_read(h, i, now);
+        }
         __atomic_store_n(&h->busy, 0, __ATOMIC_RELEASE);
         int r = poll(pf, (nfds_t)nfd, wait_ms);
+        __atomic_fetch_add(&h->polls, 1, __ATOMIC_RELAXED);
         if (r <= 0) continue;
         /* until every endpoint is read, last_heard mixes old and new times (nz_rail_silent) */
         __atomic_store_n(&h->busy, 1, __ATOMIC_RELEASE);
         now = nz_health_now();
-        for (int32_t k = 0; k < nfd; k++)
-            if (pf[k].revents) nz_health_read(h, map[k], now);
+        for (int32_t k = 0; k < nfd; k++) {
+            if (!pf[k].revents || skip[map[k]]) continue;
+            int moved = nz_health_read(h, map[k], now);
+            if (moved <= 0) skip[map[k]] = 1;
+            if (moved < 0) __atomic_fetch_add(&h->refused, 1, __ATOMIC_RELAXED);
+        }
         __atomic_store_n(&h->busy, 0, __ATOMIC_RELEASE);
     }
     free(pf);
     free(map);
+    free(skip);
     return NULL;
 }
 

@@ -8,7 +8,7 @@
 from cpython.buffer cimport (PyBUF_ANY_CONTIGUOUS, PyBUF_WRITABLE, PyBuffer_Release,
                              PyObject_GetBuffer)
 from cpython.bytes cimport PyBytes_FromStringAndSize
-from posix.unistd cimport close
+from posix.unistd cimport close, usleep
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t, uintptr_t
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcpy, memset
@@ -562,6 +562,29 @@ cdef class Engine:
             return (0, 0)
         return (self.h.vote_resends, self.h.pokes_answered)
 
+    def health_counts(self):
+        """(polls, reads left to another reader) of the health thread since start: how often
+        it woke, and how often the engine was reading an endpoint it woke for."""
+        if not self.has_health:
+            return (0, 0)
+        return (self.h.polls, self.h.refused)
+
+    def hold_ctrl_read(self, int i, double seconds):
+        """Tests: hold control endpoint i's read lock for seconds, as the engine holds it
+        while it reads there (a reader descheduled in the middle). False if it was taken."""
+        cdef int64_t end
+        if not self.has_health or i < 0 or i >= self.h.n:
+            return False
+        with nogil:
+            if pthread_mutex_trylock(&self.h.rlock[i]) != 0:
+                end = -1
+            else:
+                end = nz_now_ns() + <int64_t>(seconds * 1e9)
+                while nz_now_ns() < end:
+                    usleep(1000)
+                pthread_mutex_unlock(&self.h.rlock[i])
+        return end >= 0
+
     def peer_vote(self, int64_t seq):
         """Lowest collective index among the peers that have started vote seq, or None."""
         cdef int p
@@ -657,6 +680,10 @@ cdef class Engine:
     def endpoint_bytes(self):
         """Per endpoint: (bytes sent, bytes received) since the engine was made."""
         return [(self.e.eps[i].bytes_sent, self.e.eps[i].bytes_recv) for i in range(self.e.nep)]
+
+    def run_polls(self):
+        """Sleeps in poll() of the runs since the engine was made: how often a run woke."""
+        return self.e.run_polls
 
     def tx_kicks(self):
         """Sends pushed again because their bytes waited unsent with none in flight (a

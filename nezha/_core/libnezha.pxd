@@ -147,6 +147,8 @@ cdef extern from "nezha/nezha_health.h" nogil:
         int64_t own_seq[2]
         uint64_t vote_resends
         uint64_t pokes_answered
+        uint64_t polls
+        uint64_t refused
         int64_t *status_seq
         uint64_t *status_mask
         uint64_t *status_heard
@@ -165,6 +167,7 @@ cdef extern from "nezha/nezha_health.h" nogil:
     int nz_health_wait_vote(nz_health_t *h, int ms)
     int pthread_mutex_init(pthread_mutex_t *m, void *attr)
     int pthread_mutex_lock(pthread_mutex_t *m)
+    int pthread_mutex_trylock(pthread_mutex_t *m)
     int pthread_mutex_unlock(pthread_mutex_t *m)
     int eventfd(unsigned int initval, int flags)
     enum: EFD_NONBLOCK
@@ -253,6 +256,7 @@ cdef extern from "nezha/nezha_engine.h" nogil:
         int32_t *qbuf
         int64_t qcap
         uint64_t tx_kicks
+        uint64_t run_polls
 
     int64_t nz_now_ns()
     int nz_start(nz_engine_t *e, nz_op_t *ops, int32_t nops, int dtype, int op)
