@@ -7,7 +7,7 @@ export PYTHONPATH=$T NEZHA_LAB_NAME=h21
 cd $T
 flock -x /tmp/nezha-quiet.lock bash -c "
   echo \"\$(date -u +%H:%M:%S) start load \$(cut -d' ' -f1-3 /proc/loadavg): $*\" >> $OUT
-  $PY -m nezha lab up --hosts 4 --rails 2 --rate \${RATE:-400mbit} --replace > /dev/null 2>&1 || echo lab up failed >> $OUT
+  $PY -m nezha lab up --hosts \${HOSTS:-4} --ranks-per-host \${RPH:-1} --rails 2 --rate \${RATE:-400mbit} --replace > /dev/null 2>&1 || echo lab up failed >> $OUT
   $* >> $OUT 2>&1
   $PY -m nezha lab down > /dev/null 2>&1
   echo \"\$(date -u +%H:%M:%S) end\" >> $OUT"
