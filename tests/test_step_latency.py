@@ -121,8 +121,8 @@ def test_sim_replays_the_measured_step():
     pl = N.make_planner(4, fab_hosts, 2, None, 1, {})
     step = {"measured": True, "why": "NEZHA_RAIL_ALPHA=auto", "small_us": 110.0,
             "alpha_us": 55.0}
-    assert BL.seed_step_latency(pl, {"stats": {"probe": {"step": step}}}) == 55e-6
-    assert pl.layout.rail_alpha == 55e-6 and not pl.layout.crowd_scaled
+    assert BL.seed_step_latency(pl, {"stats": {"probe": {"step": step}}}) == 55.0 * 1e-6
+    assert pl.layout.rail_alpha == 55.0 * 1e-6 and not pl.layout.crowd_scaled
     # runs made before (no record) or that did not measure: the constants
     pl2 = N.make_planner(4, fab_hosts, 2, None, 1, {})
     assert BL.seed_step_latency(pl2, {"stats": {"probe": {"probed": True}}}) is None
