@@ -24,6 +24,7 @@ from nezha.topo import bind as topo_bind
 from nezha.topo import placement
 from nezha.topo import rails as topo_rails
 from nezha.topo import rateprobe as topo_rateprobe
+from nezha.topo import steplatency as topo_steplatency
 from nezha.transports import hostcoll
 from nezha.transports.loop import loop_rails
 from nezha.types import DType, ReduceOp, check_op_dtype
@@ -201,6 +202,8 @@ class Communicator(Executor, Diagnose):
                                    cfg["INA_TIMEOUT"])
         # no trusted nominal speed: a short timed allreduce seeds the prior (topo/rateprobe.py)
         self.probe = topo_rateprobe.startup(self, cfg)
+        # the model's step latency from this machine, not a constant (topo/steplatency.py)
+        self.probe["step"] = topo_steplatency.startup(self, cfg)
         if log.enabled("INFO", "PLAN"):
             log.info("PLAN", self.planner.describe())
             if self._hosts is not None:

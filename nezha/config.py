@@ -135,6 +135,17 @@ class Param:
 _SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
+def _check_alpha(text: str) -> None:
+    if text.lower() in ("auto", "model"):
+        return
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError("not auto, model or a number of seconds") from None
+    if not 0 < value < 1:
+        raise ValueError("seconds per step must be > 0 and < 1")
+
+
 def _parse_size(s: str, param: Param):
     low = s.lower()
     if low == "inf":
@@ -324,6 +335,17 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
         "unknown or untrusted (virtual NICs such as the lab's veth, shaped links) and skips "
         "loopback rails; on always probes; off never (the prior is then the nominal speeds, "
         "or equal).")),
+    Param("RAIL_ALPHA", "str", "auto", check=_check_alpha,
+          syntax="auto, model, or seconds per step (e.g. 75e-6)", help=(
+        "The cost model's latency of one step between hosts, which sets where the algorithm "
+        "choice moves from recursive doubling to Rabenseifner, the ring, a chain or hier. "
+        "auto: measured at start-up where ranks sit on two hosts or more (nezha/topo/"
+        "steplatency.py: 16 allreduces of 8 B, the slowest rank's median, agreed by all, "
+        "spread over the steps; a few ms), else the constants; NEZHA_PROBE=off keeps the "
+        "constants too. model: the constants (25 us between hosts, 5 within, set on a faster "
+        "machine; scaled by crowding above 2 ranks per CPU). A number: that many seconds "
+        "between hosts, steps within a host in proportion. `nezha info` and NEZHA_DEBUG=INFO "
+        "(PLAN, TOPO) show the value in use.")),
     Param("PROBE_BYTES", "size", "256k", help=(
         "Bytes per rail of the start-up probe's first allreduce (NEZHA_PROBE); its second "
         "gives the slowest rail 2.5 times this and the others more, in proportion to their "

@@ -338,7 +338,8 @@ STEP_EFF = 0.85     # share of the link rate a step that does not stream from th
                     # step, where ring and chain stream from step to step. It is what makes
                     # the ring win over rab for large payloads at the same bytes on the wire
 UNPIPELINED = ("rd", "rab", "tree")
-VOTE_COST = 4.0     # a closing vote, in small allreduces (rd of 8 B on one rail). It runs
+VOTE_COST = 4.0     # a closing vote, in small allreduces (rd of 8 B on one rail; measured
+                    # at start-up where topo/steplatency.py ran, so the vote follows). It runs
                     # in the engine (nz_vote, C) but is a control round of its own: every
                     # rank's status to every peer and the verdict back. Measured in the lab
                     # (4 hosts x 2 rails of 400 Mbit/s, 2026-11-24, docs/results/session14/
@@ -376,13 +377,18 @@ def auto_min_piece(host_of, crowding=1.0):
 class Layout:
     """Which host every rank is on, and what that costs each algorithm (Layout.time)."""
 
-    def __init__(self, host_of, crowding=1.0):
+    def __init__(self, host_of, crowding=1.0, rail_alpha=None):
         h = self.host_of = list(host_of)
         # with more ranks than CPUs every step also waits for its partner to be scheduled
-        # (topo/crowd.py): the steps' latencies grow with the crowding, the rates do not
+        # (topo/crowd.py): the steps' latencies grow with the crowding, the rates do not.
+        # A measured rail_alpha (topo/steplatency.py, NEZHA_RAIL_ALPHA) already holds this
+        # machine's crowding: it replaces the scale, never multiplies it; shm steps follow
+        # it in proportion (nothing measures them apart)
         self.crowding = max(1.0, float(crowding))
-        c = max(1.0, self.crowding - CROWD_CAL + 1)
-        self.rail_alpha, self.shm_alpha = RAIL_ALPHA * c, SHM_ALPHA * c
+        c = (rail_alpha / RAIL_ALPHA if rail_alpha else
+             max(1.0, self.crowding - CROWD_CAL + 1))
+        self.crowd_scaled = not rail_alpha  # the constants, scaled by crowding
+        self.rail_alpha, self.shm_alpha = rail_alpha or RAIL_ALPHA * c, SHM_ALPHA * c
         self.n = n = len(h)
         counts = collections.Counter(h)
         self.H = len(counts)
@@ -468,6 +474,17 @@ class Layout:
                        for k, lk in zip(_pow2s(1 << len(self.rd)), self.rd))
         return (sum(self._step(lk, s, bx, eff) for lk in self.rd)
                 + (2 * self._step(self.fold, s, bx, eff) if self.fold != (0, False) else 0.0))
+
+
+def alpha_of_small(host_of, seconds):
+    """The rail step latency (s) at which the model's small allreduce (rd, a payload too
+    small to count) on this layout takes `seconds`: the measured time spread over its
+    steps, those within a host at SHM_ALPHA / RAIL_ALPHA of one across. None with no step
+    between hosts (one host: nothing measured there)."""
+    base = Layout(host_of)
+    if base.H < 2 or not seconds > 0:
+        return None
+    return RAIL_ALPHA * seconds / base.time("allreduce", "rd", 0)
 
 
 def _pow2s(p2):

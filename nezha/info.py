@@ -115,6 +115,14 @@ def _algorithms(cfg, interfaces, selected) -> dict:
                   for nm in selected]
         mbps = speeds if speeds and None not in speeds else None
         out = {"ranks": n, "rails_mbps": mbps, "rails": max(len(selected), 1), "layouts": {}}
+        step = cfg["RAIL_ALPHA"]
+        out["step_latency"] = (
+            "model constants (NEZHA_RAIL_ALPHA=model)" if step.lower() == "model" else
+            f"{float(step) * 1e6:g} us between hosts (NEZHA_RAIL_ALPHA)"
+            if step.lower() != "auto" else
+            "the model's constants here; in a job on two hosts or more measured at start-up "
+            "(NEZHA_RAIL_ALPHA=auto" + (", but NEZHA_PROBE=off keeps the constants)"
+                                        if cfg["PROBE"] == "off" else ")"))
         for name, hosts in (("1 rank per host", list(range(n))), ("one host", [0] * n)):
             p = layout_planner(cfg, hosts, mbps, max(len(selected), 1), cfg["SOCKET_NCONNS"],
                                failover=len(selected) > 1 and cfg["FAILOVER"] and n > 1)
@@ -209,6 +217,7 @@ def _text(d: dict) -> str:
                      + (f" of {', '.join(str(m) for m in al['rails_mbps'])} Mbit/s"
                         if al["rails_mbps"] else " of unknown speed, nominal 10 Gbit/s; "
                         "in a job the probe's rates") + "):")
+        lines.append(f"  step latency: {al['step_latency']}")
         for name, lay in al["layouts"].items():
             lines.append(f"  {name}: " + lay.get("piece", ""))
             for coll, pts in lay["table"].items():

@@ -81,6 +81,12 @@ class Planner:
         self._logged = {}
         # nominal repeats each rail's speed once per connection (topo.rails.nominal_rates)
         self.set_rail_rates(nominal[::self.nconns] if nominal else None)
+        # the rail step latency: a number of NEZHA_RAIL_ALPHA, else the constants until the
+        # start-up measurement (set_step_latency) replaces them
+        alpha = cfg["RAIL_ALPHA"]
+        self.rail_alpha, self.alpha_why = None, "model constants, scaled by crowding"
+        if alpha.lower() not in ("auto", "model"):
+            self.rail_alpha, self.alpha_why = float(alpha), "NEZHA_RAIL_ALPHA"
         self.set_hosts([0] * ranks)
         self.set_hier_rails(cfg["HIER_RAILS"])
 
@@ -91,7 +97,7 @@ class Planner:
         self.hosts = list(host_of)
         counts = [self.hosts.count(h) for h in set(self.hosts)]
         self.hier_ok = len(counts) > 1 and len(set(counts)) == 1 and counts[0] > 1
-        self.layout = Layout(self.hosts, crowding)
+        self.layout = Layout(self.hosts, crowding, self.rail_alpha)
         if self.piece_cfg is None:
             self.min_piece, self.piece_why = auto_min_piece(self.hosts, self.layout.crowding)
         else:
@@ -100,6 +106,13 @@ class Planner:
         self._choice_memo = {}
         self._owners_memo = {}
         self._ina_memo = {}
+
+    def set_step_latency(self, rail_alpha, why):
+        """The seconds one step between hosts costs (topo/steplatency.py's agreed measure,
+        the same on every rank), or None: the constants. Every choice is made again."""
+        self.rail_alpha, self.alpha_why = rail_alpha, why
+        self.set_hosts(self.hosts, self.layout.crowding)
+        self.model.version += 1  # cached plans were chosen with the old one
 
     def hier_groups(self, rank):
         """(ranks on rank's host, one rank per host at rank's local position); the second
@@ -485,7 +498,8 @@ class Planner:
                  for coll, pts in table.items()]
         src = "fixed NEZHA_SMALL_MSG_THRESHOLD" if self.small is not None else "cost model"
         return (f"algorithms ({src}, NEZHA_ALGO={self.algo}; {self.ranks} ranks on {hosts} "
-                f"hosts, {self.layout.crowding:g} ranks per CPU, rails {rails} Mbit/s"
+                f"hosts, {self.layout.crowding:g} ranks per CPU, step latency "
+                f"{self.layout.rail_alpha * 1e6:.0f} us ({self.alpha_why}), rails {rails} Mbit/s"
                 f"{', failover votes' if self.failover else ''}, {self.describe_piece()}): "
                 + "; ".join(parts))
 

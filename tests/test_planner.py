@@ -411,6 +411,20 @@ def test_crowding_scales_step_latency_and_moves_small_payloads_off_hier():
         picks[c] = p.algorithm("allreduce", 1024)
         assert p.algorithm("allreduce", 16 << 20) == ALGO_HIER  # large: hier either way
     assert picks == {1: ALGO_HIER, 4: ALGO_RD}
+    # measured at start-up (topo/steplatency.py) the step already waited for its partner to
+    # be scheduled: the crowding never scales it again, and the same measure keeps 1 KiB
+    # on rd at any crowding (the lab's 2 x 4 on this 2-core VM: 215-300 us per 512 B rd)
+    alpha = costmodel.alpha_of_small(host_of, 250e-6)
+    for c in (1, 4, 8):
+        lay = costmodel.Layout(host_of, crowding=c, rail_alpha=alpha)
+        assert lay.time("allreduce", "rd", 0) == pytest.approx(250e-6)
+        p = planner(2)
+        p.ranks = len(host_of)
+        p.set_rail_rates([207, 207])
+        p.set_hosts(host_of, crowding=c)
+        p.set_step_latency(alpha, "measured")
+        assert p.algorithm("allreduce", 1024) == ALGO_RD
+        assert p.algorithm("allreduce", 16 << 20) == ALGO_HIER
 
 
 def test_crowding_is_ranks_per_cpu_on_the_most_crowded_machine():

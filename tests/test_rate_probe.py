@@ -24,7 +24,7 @@ c.close()
 """
 
 
-def run_ranks(n, env):
+def run_ranks(n, env, worker=WORKER):
     port = free_port()
     procs = []
     for r in range(n):
@@ -35,7 +35,7 @@ def run_ranks(n, env):
                  **env)  # RAIL_TIMEOUT: no rail declared failed on a busy CI machine
         for k in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"):
             e.pop(k, None)
-        procs.append(subprocess.Popen([sys.executable, "-c", WORKER], env=e, text=True,
+        procs.append(subprocess.Popen([sys.executable, "-c", worker], env=e, text=True,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
     out = []
     try:

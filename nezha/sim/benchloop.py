@@ -15,7 +15,8 @@ same calls in the same order, from the smallest size the run has at 64 KiB and u
   the barrier), read from the file by small_latency(). Between two sizes every bucket
   fills (the comment at PROBE_CALLS says why);
 - the start-up rate probe's prior, when the run had one (seed_probe): the rates it agreed
-  on, from the run's comm.stats(), seed the cost model as rateprobe.probe() did.
+  on, from the run's comm.stats(), seed the cost model as rateprobe.probe() did; and the
+  step latency it measured (seed_step_latency), as topo/steplatency.py gave it.
 """
 import numpy as np
 
@@ -229,6 +230,7 @@ def replays(doc, system, rails, alpha, min_size=64 << 10, probe=True, refill=Tru
             pl.piece_bytes = 1 << 20
             if probe:
                 seed_probe(pl, run["doc"], rails)
+                seed_step_latency(pl, run["doc"])
             rows = replay(pl, fab, host_of, schedule_of(run["doc"], min_size), alpha, bk, gap,
                           budget, refill, failover_of(run["doc"], len(rails)), sync_s)
             out[tbf].append({r["nbytes"]: r["predicted_s"] for r in rows})
@@ -257,6 +259,17 @@ def seed_probe(pl, run_doc, rails):
     pl.model.version += 1
     pl.set_rail_rates(mbps)
     return mbps
+
+
+def seed_step_latency(pl, run_doc):
+    """Give the planner the step latency the run measured at start-up (topo/steplatency.py,
+    comm.stats()["probe"]["step"], recorded since session 24), as its ranks did; runs
+    before it (or that did not measure) keep the constants. Returns seconds, or None."""
+    step = (((run_doc.get("stats") or {}).get("probe") or {}).get("step") or {})
+    if not step.get("measured") or not step.get("alpha_us"):
+        return None
+    pl.set_step_latency(float(step["alpha_us"]) * 1e-6, "measured at start-up (the run's)")
+    return pl.rail_alpha
 
 
 def slowest(doc, system, nbytes):

@@ -188,12 +188,19 @@ def _round(comm, counts, k, timed=True):
     if not timed:
         return None
     mine = [t for t, _ in comm._engine.channel_times_ns()]
-    vec = np.array(mine + [-t for t in mine], np.int64)   # MAX of both: max and -min
+    # MAX of both: max and -min
+    return agreed_times(agree_max(comm, mine + [-t for t in mine], SEQ_BASE + k + 1), nchan)
+
+
+def agree_max(comm, values: list[int], seq: int) -> list[int]:
+    """The element-wise MAX over the ranks of values (int64, exact: every rank gets the same
+    integers), by recursive doubling on the best channel."""
+    vec = np.array(values, np.int64)
     agree = Plan([(comm.planner.best_channel(), 0, vec.size)], ALGO_RD, None, 8)
-    _run(comm, "rate probe agreement", SEQ_BASE + k + 1, vec, DType.INT64, ReduceOp.MAX, agree,
+    _run(comm, "start-up agreement", seq, vec, DType.INT64, ReduceOp.MAX, agree,
          lambda s, algo, chan, off, c, src: _eng.rd_allreduce(
              s, chan, address(vec) + off * 8, address(src) + off * 8, c))
-    return agreed_times([int(x) for x in vec], nchan)
+    return [int(x) for x in vec]
 
 
 def _has_nominal(comm):

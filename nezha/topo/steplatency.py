@@ -1,0 +1,108 @@
+"""Start-up step latency: what one step between hosts costs on these machines, measured.
+
+The cost model's step latencies (costmodel.RAIL_ALPHA, SHM_ALPHA) were set on a faster
+machine; on a slower one (2-core VM, 2026-11-28: a recursive-doubling step ~50 us, the
+model's 25 us) the choice left recursive doubling at a third of the size where it stopped
+winning (allreduce 4-8 KiB 0.57x the time with steps x3, broadcast 8 KiB 0.25x;
+docs/results/session24/matrix/summary.md). So every rank, once, in Communicator():
+  1. WARM untimed, then CALLS timed blocking allreduces of 8 B, recursive doubling, by
+     the user's path (the fast path from the second call), back to back (the ranks run
+     in step, as a training loop does): they count in comm.stats()["collectives"];
+  2. per call its wall time; this rank's median (one preempted call does not count);
+  3. the slowest rank's median, agreed as int64 MAX (exact: every rank the same integer,
+     so every rank builds the same Layout and plans alike);
+  4. costmodel.alpha_of_small spreads it over the model's steps of that allreduce: the
+     rail step latency, shm steps in proportion. The crowding scale is not applied on
+     top: the measure already waited for the partners to be scheduled.
+Skipped (the constants stay) with one rank, every rank on one host (no step between
+hosts to measure), NEZHA_PROBE=off, and NEZHA_RAIL_ALPHA=model or a number.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from nezha import log
+from nezha.costmodel import RAIL_ALPHA, SHM_ALPHA, alpha_of_small
+from nezha.topo import rateprobe
+
+WARM = 3     # untimed calls first: the first ones pay for cold caches and sleeping threads
+CALLS = 16   # timed calls; the median of them
+SEQ = rateprobe.SEQ_BASE + 0x100  # request numbers, apart from the rate probe's
+
+
+def decide(mode: str, alpha: str, host_of: list, nranks: int) -> tuple[bool, str]:
+    """(measure or not, why), from what every rank agrees on, so every rank decides alike."""
+    if alpha.lower() != "auto":
+        return False, f"NEZHA_RAIL_ALPHA={alpha}"
+    if mode == "off":
+        return False, "NEZHA_PROBE=off"
+    if nranks < 2:
+        return False, "one rank"
+    if len(set(host_of)) < 2:
+        return False, "one host: no step between hosts"
+    return True, "NEZHA_RAIL_ALPHA=auto"
+
+
+def median_ns(times: list[int]) -> int:
+    """This rank's median call (ns), 0 if some call was not timed."""
+    if not times or min(times) <= 0:
+        return 0
+    return int(np.median(np.array(times, np.int64)))
+
+
+def measure(comm) -> dict | None:
+    """Time the calls, agree the slowest rank's median; {"small_us", "alpha_us", ...} or
+    None when some rank timed nothing (every rank alike)."""
+    buf = np.zeros(2, np.int32)   # 8 B
+    times = []
+    # the user's own path (the compiled fast path from the second call): the internal one
+    # (rateprobe._run) runs ~170 us of Python a call, and on 4 ranks sharing 2 cores every
+    # engine then waits for partners in theirs (4 x 1: 370-490 us a call against 100-130
+    # by the fast path; 2 x 4: 1.0-1.2 ms against 95-210). rd whatever NEZHA_ALGO says, and
+    # not on an INA rail (it would time the service)
+    algo, ina = comm.planner.algo, comm._ina
+    comm.planner.algo, comm._ina = "rd", None
+    try:
+        for i in range(WARM + CALLS):
+            t0 = time.perf_counter_ns()
+            comm.allreduce(buf)
+            if i >= WARM:
+                times.append(time.perf_counter_ns() - t0)
+    finally:
+        comm.planner.algo, comm._ina = algo, ina
+    mine = median_ns(times)
+    # MAX of -mine too: the fastest rank's, and a rank that timed nothing (0) voids the
+    # measure on every rank
+    agreed = rateprobe.agree_max(comm, [mine, -mine], SEQ)
+    small = agreed[0] if -agreed[1] > 0 else 0
+    alpha = alpha_of_small(comm.planner.hosts, small * 1e-9) if small else None
+    if alpha is None:
+        return None
+    return {"small_us": round(small * 1e-3, 1), "fastest_us": round(-agreed[1] * 1e-3, 1),
+            "alpha_us": round(alpha * 1e6, 2)}
+
+
+def startup(comm, cfg) -> dict:
+    """Decide and, if so, measure and give the planner the agreed step latency:
+    {"measured": bool, "why": str, ...}. Logged (TOPO; the planner's line: PLAN)."""
+    go, why = decide(cfg["PROBE"], cfg["RAIL_ALPHA"], comm.planner.hosts, comm.size)
+    out = {"measured": False, "why": why}
+    if not go:
+        log.info("TOPO", f"step latency not measured ({why}): "
+                 f"{comm.planner.layout.rail_alpha * 1e6:.1f} us ({comm.planner.alpha_why})")
+        return out
+    got = measure(comm)
+    if got is None:
+        log.warn("TOPO", "step latency: a rank timed nothing (a rail failed during it?); "
+                 "the model's constants stay")
+        return out
+    comm.planner.set_step_latency(got["alpha_us"] * 1e-6, "measured at start-up")
+    out.update(got, measured=True)
+    log.info("TOPO", f"step latency: 8 B allreduce (rd) {got['small_us']:.1f} us (the slowest "
+             f"rank's median of {CALLS}; the fastest rank's {got['fastest_us']:.1f} us)"
+             f" -> {got['alpha_us']:.1f} us per step between hosts, "
+             f"{comm.planner.layout.shm_alpha * 1e6:.1f} within (model constants "
+             f"{RAIL_ALPHA * 1e6:g} / {SHM_ALPHA * 1e6:g} us)")
+    return out

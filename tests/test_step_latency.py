@@ -1,0 +1,141 @@
+"""The measured step latency (nezha/topo/steplatency.py): when it is measured, that every rank
+builds the same model from it, and what it moves. No timings are asserted."""
+import json
+
+import pytest
+
+from nezha import costmodel
+from nezha.config import Config
+from nezha.costmodel import RAIL_ALPHA, SHM_ALPHA, Layout, alpha_of_small
+from nezha.planner import ALGO_HIER, ALGO_RAB, ALGO_RD, ALGO_RING, layout_planner
+from nezha.sim import benchloop as BL
+from nezha.sim import nezha_sched as N
+from nezha.topo import steplatency
+
+from tests import test_rate_probe as rp
+
+# the rate probe's worker (an allreduce checked against its sum), reporting the model too
+WORKER = rp.WORKER.replace(
+    '"nominal": [v.hex() for v in c.planner.model.nominal]}',
+    '"alpha": c.planner.layout.rail_alpha.hex(), "shm": c.planner.layout.shm_alpha.hex(), '
+    '"measured": not c.planner.layout.crowd_scaled, '
+    '"table": c.planner.switch_table()}')
+assert WORKER != rp.WORKER
+
+
+def run_ranks(n, extra):
+    return rp.run_ranks(n, dict({"NEZHA_LOOP_RAILS": "2"}, **extra), WORKER)
+
+
+def test_decide():
+    four = [0, 1, 2, 3]
+    assert steplatency.decide("auto", "auto", four, 4) == (True, "NEZHA_RAIL_ALPHA=auto")
+    assert steplatency.decide("on", "auto", four, 4)[0]
+    assert steplatency.decide("off", "auto", four, 4) == (False, "NEZHA_PROBE=off")
+    assert steplatency.decide("auto", "model", four, 4) == (False, "NEZHA_RAIL_ALPHA=model")
+    assert steplatency.decide("auto", "75e-6", four, 4) == (False, "NEZHA_RAIL_ALPHA=75e-6")
+    assert steplatency.decide("auto", "auto", [0], 1) == (False, "one rank")
+    assert steplatency.decide("auto", "auto", [0, 0, 0, 0], 4) == (
+        False, "one host: no step between hosts")
+    assert steplatency.median_ns([5, 1, 9, 7, 3]) == 5
+    assert steplatency.median_ns([5, 0, 9]) == 0  # a call not timed voids this rank's
+
+
+@pytest.mark.parametrize("host_of", [[0, 1, 2, 3], [0, 0, 0, 0, 1, 1, 1, 1], [0, 0, 1, 1, 2],
+                                     [0, 1]])
+def test_alpha_of_small_spreads_the_measure_over_the_models_steps(host_of):
+    """The model's small allreduce at the derived step latency takes what was measured;
+    shm steps keep their share of a step between hosts; crowding is not applied on top."""
+    small = 250e-6
+    alpha = alpha_of_small(host_of, small)
+    lay = Layout(host_of, crowding=4, rail_alpha=alpha)
+    assert lay.rail_alpha == pytest.approx(alpha)
+    assert lay.shm_alpha == pytest.approx(alpha * SHM_ALPHA / RAIL_ALPHA)
+    assert lay.time("allreduce", "rd", 0) == pytest.approx(small)
+    # VOTE_COST stays in units of the (now measured) small allreduce
+    assert lay.time("allreduce", "rd", 8, rate=1e9) == pytest.approx(small, rel=1e-3)
+    assert alpha_of_small([0, 0, 0], small) is None  # one host: nothing between hosts
+    assert alpha_of_small(host_of, 0.0) is None
+
+
+def test_a_slow_measured_step_moves_the_switches_up():
+    """4 ranks one per host on the lab's probed rates: a small allreduce measured at 110 us
+    (this 2-core VM) instead of the model's 50 keeps 4 KiB on rd (it took rab) and 8 KiB
+    off the ring; a hierarchical layout's rd keeps 2 KiB instead of hier."""
+    cfg = Config.load({}, environ={})
+    p = layout_planner(cfg, [0, 1, 2, 3], [250.0, 250.0], 2, 1, True)
+    before = p.switch_points("allreduce")
+    assert p.algorithm("allreduce", 4 << 10) != ALGO_RD
+    p.set_step_latency(alpha_of_small(p.hosts, 110e-6), "test")
+    after = p.switch_points("allreduce")
+    assert not p.layout.crowd_scaled and p.layout.rail_alpha == pytest.approx(55e-6)
+    assert after["rd->rab"] > 2 * before["rd->rab"]
+    assert after["rab->ring"] > 2 * before["rab->ring"]
+    assert p.algorithm("allreduce", 4 << 10) == ALGO_RD
+    assert p.algorithm("allreduce", 8 << 10) == ALGO_RAB
+    assert p.algorithm("allreduce", 16 << 20) == ALGO_RING   # bandwidth-bound: unmoved
+    assert p.switch_points("broadcast")["tree->chain"] > \
+        2 * layout_planner(cfg, [0, 1, 2, 3], [250.0, 250.0], 2, 1, True).switch_points(
+            "broadcast")["tree->chain"]
+    # NEZHA_RAIL_ALPHA=<seconds> sets the same directly, with or without a job
+    q = layout_planner(Config.load({"RAIL_ALPHA": "55e-6"}, environ={}), [0, 1, 2, 3],
+                       [250.0, 250.0], 2, 1, True)
+    assert q.switch_points("allreduce") == after and q.alpha_why == "NEZHA_RAIL_ALPHA"
+    h = [0] * 4 + [1] * 4
+    hp = layout_planner(cfg, h, [207.0, 207.0], 2, 1, True)
+    hp.set_hosts(h, crowding=4)
+    assert hp.algorithm("allreduce", 2 << 10) == ALGO_HIER  # crowding-scaled constants
+    hp.set_step_latency(alpha_of_small(h, 250e-6), "test")  # helper-21's 2 x 4: 215-300 us
+    assert hp.algorithm("allreduce", 2 << 10) == ALGO_RD
+    assert hp.algorithm("allreduce", 16 << 20) == ALGO_HIER
+
+
+def test_probe_off_and_one_host_keep_the_constants():
+    cfg = Config.load({}, environ={})
+    for hosts in ([0, 1, 2, 3], [0, 0, 1, 1]):
+        p = layout_planner(cfg, hosts, [250.0, 250.0], 2)
+        assert p.layout.crowd_scaled
+        assert p.layout.rail_alpha == RAIL_ALPHA and p.layout.shm_alpha == SHM_ALPHA
+    res = run_ranks(3, {"NEZHA_PROBE": "off"})
+    for r in res:
+        assert r["probe"]["step"] == {"measured": False, "why": "NEZHA_PROBE=off"}
+        assert not r["measured"]  # the constants (scaled by this machine's crowding)
+
+
+def test_every_rank_builds_the_same_model_from_the_measure():
+    """3 ranks on 3 hosts (loop rails): measured, agreed (int64 MAX), so every rank holds
+    bit-identical step latencies and the same switch points."""
+    res = run_ranks(3, {"NEZHA_PROBE": "auto"})
+    for r in res:
+        st = r["probe"]["step"]
+        assert st["measured"] and st["why"] == "NEZHA_RAIL_ALPHA=auto", st
+        assert st["small_us"] > 0 and st["alpha_us"] > 0
+        assert r["measured"] and float.fromhex(r["alpha"]) == st["alpha_us"] * 1e-6
+    for key in ("alpha", "shm", "table"):
+        assert len({json.dumps(r[key]) for r in res}) == 1, [r[key] for r in res]
+    assert len({json.dumps(r["probe"]["step"]) for r in res}) == 1
+
+
+def test_sim_replays_the_measured_step():
+    fab_hosts = [0, 1, 2, 3]
+    pl = N.make_planner(4, fab_hosts, 2, None, 1, {})
+    step = {"measured": True, "why": "NEZHA_RAIL_ALPHA=auto", "small_us": 110.0,
+            "alpha_us": 55.0}
+    assert BL.seed_step_latency(pl, {"stats": {"probe": {"step": step}}}) == 55.0 * 1e-6
+    assert pl.layout.rail_alpha == 55.0 * 1e-6 and not pl.layout.crowd_scaled
+    # runs made before (no record) or that did not measure: the constants
+    pl2 = N.make_planner(4, fab_hosts, 2, None, 1, {})
+    assert BL.seed_step_latency(pl2, {"stats": {"probe": {"probed": True}}}) is None
+    assert BL.seed_step_latency(pl2, {"stats": {"probe": {"step": {"measured": False}}}}) is None
+    assert pl2.layout.rail_alpha == costmodel.RAIL_ALPHA
+
+
+def test_info_shows_the_step_latency():
+    from tests.test_info import run_info
+    out = run_info().stdout
+    assert "step latency: the model's constants here; in a job on two hosts or more " \
+           "measured at start-up (NEZHA_RAIL_ALPHA=auto)" in out
+    out = run_info(NEZHA_RAIL_ALPHA="75e-6").stdout
+    assert "step latency: 75 us between hosts (NEZHA_RAIL_ALPHA)" in out
+    bad = run_info(NEZHA_RAIL_ALPHA="fast").stdout
+    assert "INVALID: NEZHA_RAIL_ALPHA='fast'" in bad
