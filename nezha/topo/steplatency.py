@@ -72,6 +72,10 @@ def measure(comm) -> dict | None:
                 times.append(time.perf_counter_ns() - t0)
     finally:
         comm.planner.algo, comm._ina = algo, ina
+        # the plans cached for these calls were made with rd forced and no INA: a user's
+        # 8 B call (the fast path keys by address, which differs between ranks) must not
+        # find them, even where the measure is void and the model keeps its version
+        comm._forget_plans()
     mine = median_ns(times)
     # MAX of -mine too: the fastest rank's, and a rank that timed nothing (0) voids the
     # measure on every rank
