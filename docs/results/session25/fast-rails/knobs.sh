@@ -1,0 +1,14 @@
+#!/bin/bash
+# usage: knobs.sh RATE OUTDIR REPS MIN  (under flock -x): settings against the default, one lab, interleaved
+set -u
+cd /work/h26
+export PYTHONPATH=/work/h26
+date -u
+timeout 900 /work/main/.venv/bin/python docs/results/session25/fast-rails/variants.py \
+  --variant spin0:NEZHA_SPIN_US=0 --variant seg1m:NEZHA_SEGMENT_SIZE=1m \
+  --variant nc2:NEZHA_SOCKET_NCONNS=2 -- \
+  --rates $1 --collectives allreduce --systems nezha-all,nezha-spin0,nezha-seg1m,nezha-nc2,nezha-all-nofo \
+  --min-size $4 --max-size 64M --reps $3 --time-budget 0.3 --out $2
+rc=$?
+date -u
+exit $rc
