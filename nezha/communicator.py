@@ -204,6 +204,9 @@ class Communicator(Executor, Diagnose):
         self.probe = topo_rateprobe.startup(self, cfg)
         # the model's step latency from this machine, not a constant (topo/steplatency.py)
         self.probe["step"] = topo_steplatency.startup(self, cfg)
+        # its calls ran as collectives (the counters every rank keeps alike go on from
+        # them); the user's first is still #0 in messages and stats()
+        self._st.base = self._st.seq
         if log.enabled("INFO", "PLAN"):
             log.info("PLAN", self.planner.describe())
             if self._hosts is not None:
@@ -237,7 +240,7 @@ class Communicator(Executor, Diagnose):
             r["bytes_sent"] += sent
             r["bytes_recv"] += recv
         times = self._engine.channel_times_ns()
-        return {"rank": self.rank, "size": self.size, "collectives": self._st.seq, "rails": rails,
+        return {"rank": self.rank, "size": self.size, "collectives": self._st.seq - self._st.base, "rails": rails,
                 "last_plan": repr(self._st.last_plan),
                 "model": self.planner.model.summary(), "probe": dict(self.probe),
                 "alive": {self._mesh.chan_name(c): a for c, a in enumerate(self.planner.alive)},

@@ -39,7 +39,8 @@ class Diagnose:
         connection (the peer finished or died) is by itself not an error: a data channel we
         still need will say so."""
         for peer, msg in self._take_aborts().items():
-            raise _remote_error(msg, peer, self._mesh.peer_name(peer), req, self._waiting(req))
+            raise _remote_error(msg, peer, self._mesh.peer_name(peer), req, self._waiting(req),
+                                self._st.base)
 
     def _waiting(self, req):
         """'waiting to receive bytes a..b from rank p (host) on rail r' for the current run."""
@@ -118,7 +119,7 @@ class Diagnose:
     def _engine_error(self, rc, req):
         op_i, ep, eno, _ = self._engine.error()
         s = req.schedule
-        name = f"{req.name} #{req.seq}"
+        name = f"{req.name} #{req.seq - self._st.base}"
         peer, chan = (ep % self.size, ep // self.size) if ep >= 0 else (None, None)
         where = ""
         if peer is not None:
@@ -128,12 +129,13 @@ class Diagnose:
             exp, got = s.header_expected(), s.header_received(ep)
             return CollectiveMismatch(
                 f"nezha: rank {self.rank}: collective mismatch with {where}: this rank called "
-                f"{_describe(exp)}, rank {peer} called {_describe(got)} ({_diff(exp, got)})")
+                f"{_describe(exp, self._st.base)}, rank {peer} called "
+                f"{_describe(got, self._st.base)} ({_diff(exp, got)})")
         if rc in (_eng.ERR_CLOSED, _eng.ERR_SOCKET) and peer is not None:
             msg = self._pending_abort(peer, 0.5)
             if msg is not None:
                 return _remote_error(msg, peer, self._mesh.peer_name(peer), req,
-                                     self._waiting(req))
+                                     self._waiting(req), self._st.base)
             if rc == _eng.ERR_CLOSED or eno in (_errno.ECONNRESET, _errno.EPIPE):
                 return PeerError(
                     f"nezha: rank {self.rank}: {where} closed its connection during {name}: "
@@ -169,14 +171,14 @@ class Diagnose:
             pending = list(self._st.queue)
             self._st.queue.clear()
         for r in pending:
-            r._finish(NezhaError(f"nezha: {r.name} #{r.seq} not run: an earlier operation "
+            r._finish(NezhaError(f"nezha: {r.name} #{r.seq - self._st.base} not run: an earlier operation "
                                  f"failed: {exc}"))
         self._teardown()
 
 
-def _remote_error(msg, peer, peer_name, req, waiting=""):
+def _remote_error(msg, peer, peer_name, req, waiting="", base=0):
     kind, text = msg
-    head = f"rank {peer} ({peer_name}) aborted while this rank ran {req.name} #{req.seq}"
+    head = f"rank {peer} ({peer_name}) aborted while this rank ran {req.name} #{req.seq - base}"
     head += f" ({waiting}): " if waiting else ": "
     text = text.removeprefix("nezha: ")
     cls = CollectiveMismatch if kind == KIND_MISMATCH else PeerError
@@ -186,7 +188,8 @@ def _remote_error(msg, peer, peer_name, req, waiting=""):
     return exc
 
 
-def _describe(h):
+def _describe(h, base=0):
+    """A wire header as the user called it (base: the start-up calls before theirs)."""
     coll = COLL_NAMES.get(h["coll"], f"collective {h['coll']}")
     try:
         dt = DType(h["dtype"]).name.lower()
@@ -197,7 +200,7 @@ def _describe(h):
         parts.append(f"op={ReduceOp(h['op']).name if h['op'] < 8 else h['op']}")
     if h["root"] >= 0:
         parts.append(f"root={h['root']}")
-    return f"{coll} #{h['seq']} ({', '.join(parts)})"
+    return f"{coll} #{h['seq'] - base} ({', '.join(parts)})"
 
 
 def _diff(exp, got):

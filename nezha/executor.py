@@ -208,7 +208,7 @@ class Executor:
                 self._cache[key] = (s, plan, ranges, lazy)
         req.schedule, req.plan = s, plan
         if log.enabled("INFO", "COLL"):
-            log.info("COLL", f"{req.name} #{req.seq} count {count} {DType(dt).name.lower()} "
+            log.info("COLL", f"{req.name} #{req.seq - self._st.base} count {count} {DType(dt).name.lower()} "
                      f"root {root} {plan}")
         # an in-place input is overwritten by partial sums, and a lazy collective may be
         # re-run after it returned: keep the input for that
@@ -273,7 +273,7 @@ class Executor:
         plan = Plan([(-1, 0, a.size)], ALGO_HOST, None, a.itemsize)
         req.plan = plan
         if log.enabled("INFO", "COLL"):
-            log.info("COLL", f"{req.name} #{req.seq} count {a.size} "
+            log.info("COLL", f"{req.name} #{req.seq - self._st.base} count {a.size} "
                      f"{DType(int(dt)).name.lower()} in the host area")
         self._host.allreduce(a, out, dt, op, req.seq, self.size, self._st.timeout)
         self._st.ran(plan, plan, req.seq, req, False, False, None)
@@ -365,7 +365,7 @@ class Executor:
         if not self._failover:
             raise RailSystemError(
                 f"nezha: rank {self.rank}: the INA rail at {self._ina.address} failed during "
-                f"{req.name} #{req.seq}, which ran whole on it; without failover (one TCP rail, "
+                f"{req.name} #{req.seq - self._st.base}, which ran whole on it; without failover (one TCP rail, "
                 f"or NEZHA_FAILOVER=n) that is an error (NEZHA_INA_SMALL=off keeps small "
                 f"allreduces on TCP): {err}") from err
         self._fo.ina_small_failed(req, plan, out, out.copy(), op)

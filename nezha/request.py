@@ -58,7 +58,7 @@ class Request:
                 finally:
                     self.comm._st.waiters -= 1
             if not done:
-                raise NezhaTimeout(f"nezha: {self.name} #{self.seq} not finished within "
+                raise NezhaTimeout(f"nezha: {self.name} #{self.seq - self.comm._st.base} not finished within "
                                    f"{timeout} s (it is still running; wait again or close the "
                                    "communicator)")
         if self.error is not None:
@@ -84,4 +84,4 @@ class Request:
 
     def __repr__(self):
         state = "done" if self.test() else "pending"
-        return f"<nezha.Request {self.name} #{self.seq} {state}>"
+        return f"<nezha.Request {self.name} #{self.seq - self.comm._st.base} {state}>"

@@ -116,6 +116,43 @@ def test_every_rank_builds_the_same_model_from_the_measure():
     assert len({json.dumps(r["probe"]["step"]) for r in res}) == 1
 
 
+NUMBERING_WORKER = """
+import numpy as np, nezha
+from tests._result import report
+c = nezha.Communicator()
+first = c.stats()["collectives"]
+x = np.full(3, c.rank + 1, np.int64)
+c.allreduce(x)
+assert (x == sum(range(1, c.size + 1))).all()
+req = c.iallreduce(np.ones(2, np.int32))
+label = repr(req)
+req.wait(30)
+y = np.ones(4 + (c.rank == 0), np.int32)   # rank 0 calls with a different count
+try:
+    c.allreduce(y)
+    err = None
+except nezha.CollectiveMismatch as exc:
+    err = str(exc)
+report({"step": c.stats()["probe"]["step"], "first": first, "label": label, "err": err})
+try:
+    c.close()
+except nezha.NezhaError:
+    pass
+"""
+
+
+def test_the_users_calls_are_numbered_from_0_after_the_measure():
+    """The measuring calls run as collectives (the counters go on from them), but stats()
+    and messages number the user's own from 0: a mismatch in the user's third call names
+    #2 on every rank (it named #21 before: 3 + 16 measuring calls came first)."""
+    res = rp.run_ranks(3, {"NEZHA_LOOP_RAILS": "2", "NEZHA_PROBE": "auto"}, NUMBERING_WORKER)
+    for r in res:
+        assert r["step"]["measured"], r["step"]
+        assert r["first"] == 0
+        assert "#1 " in r["label"], r["label"]
+        assert r["err"] is not None and "allreduce #2 (" in r["err"], r["err"]
+
+
 def test_sim_replays_the_measured_step():
     fab_hosts = [0, 1, 2, 3]
     pl = N.make_planner(4, fab_hosts, 2, None, 1, {})

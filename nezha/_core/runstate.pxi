@@ -18,6 +18,9 @@ cdef class RunState:
     cdef public int64_t seq       # operations posted (collectives and send/recv)
     cdef public int64_t ncoll     # collectives finished (send/recv not counted)
     cdef public int64_t votes     # votes held: every rank counts them alike
+    cdef public int64_t base      # seq (and ncoll) when the user's calls begin: the
+    #                               library's own start-up calls come before; messages
+    #                               and stats() number the user's from 0
     cdef public object pending    # the last lazy collective, while a rank may need it
     cdef public object last_plan  # for stats()
     cdef public int waiters       # threads waiting on cv (Request.wait, close)
