@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -372,6 +373,23 @@ static inline int nz_health_start(nz_health_t *h) {
     if (pthread_create(&h->th, NULL, nz_health_main, h) != 0) return -1;
     h->started = 1;
     return 0;
+}
+
+/* SCHED_FIFO at prio for the health thread (0, or an errno), asked for when the progress
+ * thread is real-time: with more ranks than cores, ranks' real-time progress threads busy
+ * on every core (FIFO: no time slices among them) starve an ordinary health thread, its
+ * heartbeats stop, and a peer waiting on this rank declares the rail dead although it
+ * works (session 23: once in the lab's DDP rounds, 4 ranks on 2 cores). It sleeps between
+ * heartbeats and reads small frames: above the progress threads, it costs them nothing. */
+static inline int nz_health_realtime(nz_health_t *h, int prio) {
+    struct sched_param sp;
+    int rc = EINVAL;
+    memset(&sp, 0, sizeof(sp));
+    sp.sched_priority = prio;
+    pthread_mutex_lock(&h->slock);  /* not while nz_health_stop joins it */
+    if (h->started) rc = pthread_setschedparam(h->th, SCHED_FIFO, &sp);
+    pthread_mutex_unlock(&h->slock);
+    return rc;
 }
 
 /* Stop and join the health thread; idempotent, and safe from two threads at once (a

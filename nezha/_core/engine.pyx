@@ -409,6 +409,13 @@ cdef class Engine:
         if nz_health_start(&self.h) != 0:
             raise OSError("cannot start the health thread")
 
+    def health_realtime(self, int prio):
+        """SCHED_FIFO at prio for the health thread: 0, or the errno that refused it
+        (nz_health_realtime: real-time progress threads would starve it)."""
+        if not self.has_health:
+            return 0
+        return nz_health_realtime(&self.h, prio)
+
     def close(self):
         """Stop the health thread (idempotent); endpoints belong to the mesh."""
         if self.has_health:
