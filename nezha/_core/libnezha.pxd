@@ -149,6 +149,7 @@ cdef extern from "nezha/nezha_health.h" nogil:
         uint64_t pokes_answered
         uint64_t polls
         uint64_t refused
+        uint64_t beats_skipped
         int64_t *status_seq
         uint64_t *status_mask
         uint64_t *status_heard
