@@ -143,7 +143,12 @@ class Executor:
             say = log.warn if mode == "fifo" else log.info
             say("INIT", f"NEZHA_PROGRESS_SCHED={mode}: {why}")
             return
-        log.info("INIT", f"NEZHA_PROGRESS_SCHED={mode}: the progress thread is SCHED_FIFO 1")
+        # the health thread above it: ranks' real-time progress threads crowding the
+        # cores would starve its heartbeats, and a working rail be declared dead
+        err = self._engine.health_realtime(2)
+        log.info("INIT", f"NEZHA_PROGRESS_SCHED={mode}: the progress thread is SCHED_FIFO 1, "
+                 + ("the health thread 2" if not err else
+                    f"the health thread stays ordinary ({os.strerror(err)})"))
         _eng.set_no_spin(True)
 
     def _drain(self, req=None):

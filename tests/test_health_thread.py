@@ -15,6 +15,7 @@ from tests.test_hygiene import pair as hygiene_pair
 CONFIG = {"RAILS": "loop", "LOOP_RAILS": "2", "CONNECT_TIMEOUT": "10",
           "RAIL_TIMEOUT": "0.25", "HEARTBEAT": "0.02"}
 ALL = 0b11  # both loop rails
+CONFIG_RAIL_TIMEOUT = float(CONFIG["RAIL_TIMEOUT"])
 
 
 def pair(body, config=CONFIG, timeout=30.0):
@@ -350,6 +351,42 @@ def test_health_thread_sleeps_while_another_reader_holds_an_endpoint():
     assert polls < POLLS_PER_S, f"{polls} polls in 1 s: the health thread spun"
     assert ok == ALL  # both rails still heard: the hold delayed nothing for long
 
+
+
+@pytest.mark.timeout(90)
+def test_heartbeats_go_on_while_another_writer_holds_an_endpoint():
+    """Rank 0 holds its control endpoint to rank 1 on rail 0 for 1 s for writing
+    (Engine.hold_ctrl_write: as a thread sending a vote or an abort there holds it,
+    descheduled in the middle). Rank 0's health thread must skip that heartbeat and go on:
+    before, it waited for the lock, and no heartbeat went out on any rail for as long as
+    the writer held it (at SCHED_FIFO 2, behind an ordinary writer kept off the cores by
+    real-time progress threads: false silences on every rail). Checked by counts: rank 0
+    polls, skips, and rank 1 hears rank 0 on rail 1 within the rail timeout mid-hold."""
+    def body(comm, sync):
+        eng = comm._engine
+        sync.wait()
+        if comm.rank == 1:
+            sync.wait()                       # rank 0 holds from here
+            time.sleep(0.6)
+            quiet = eng.rail_silence(1, 0)    # rail 1 from rank 0, mid-hold
+            sync.wait()
+            return quiet
+        held = []
+        hold = threading.Thread(target=lambda: held.append(eng.hold_ctrl_write(0 * comm.size + 1, 1.0)),
+                                name="test-hold", daemon=True)
+        c0 = eng.health_counts()
+        hold.start()
+        sync.wait()
+        hold.join(10)
+        c1 = eng.health_counts()
+        sync.wait()
+        return held, c1[0] - c0[0], c1[2] - c0[2]
+
+    (held, polls, skipped), (secs, closed) = pair(body)
+    assert held == [True]
+    assert skipped >= 1, "no heartbeat skipped: the writer's hold went unnoticed"
+    assert polls >= 10, f"{polls} polls in 1 s: the health thread waited for the writer"
+    assert not closed and secs < CONFIG_RAIL_TIMEOUT, f"rail 1 silent {secs:.2f} s mid-hold"
 
 
 def _hold(eng, i, seconds):

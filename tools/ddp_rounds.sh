@@ -4,10 +4,11 @@
 # usage: tools/ddp_rounds.sh OUTDIR RATE ROUNDS CONFIG...   (RATE as for lab up, e.g. 400mbit,100mbit)
 # CONFIG = name:backend:IFNAMES[:K=V,K=V]; gloo gets GLOO_SOCKET_IFNAME, nezha NEZHA_SOCKET_IFNAME.
 # Environment: TREE (the checkout to run, default this one), LAB (lab name), MODEL_ARGS
-# (train_ddp.py's model and batch, default the mlp at batch 16), STEPS (15).
+# (train_ddp.py's model and batch, default the mlp at batch 16), STEPS (15), TIMEOUT (the
+# launcher's, s: 600).
 # Each run's output is OUTDIR/<name>-<round>.txt (tools/ddp_summary.py OUTDIR sums them up).
 PY=${PY:-/work/main/.venv/bin/python}; T=${TREE:-$(dirname $(dirname $(readlink -f $0)))}
-LAB=${LAB:-ddp}; MODEL_ARGS=${MODEL_ARGS:---model mlp --batch 16}
+LAB=${LAB:-ddp}; MODEL_ARGS=${MODEL_ARGS:---model mlp --batch 16}; TIMEOUT=${TIMEOUT:-600}
 D=$1; RATE=$2; R=$3; shift 3; mkdir -p $D
 echo "MODEL_ARGS=$MODEL_ARGS STEPS=${STEPS:-15} tree=$(git -C $T rev-parse --short HEAD)" >> $D/times.txt
 $PY -m nezha lab up --name $LAB --hosts 4 --rails 2 --rate $RATE >> $D/lab.log 2>&1 || exit 1
@@ -17,7 +18,7 @@ one() {  # name backend ifnames env out
   for kv in ${4//,/ }; do env+=(-x "$kv"); done
   [ "$2" = gloo ] && var=GLOO_SOCKET_IFNAME
   echo "$(date -u +%H:%M:%S) $5" >> $D/times.txt
-  (cd $T && PYTHONPATH=$T $PY -m nezha lab run --name $LAB --env-rendezvous --timeout 600 \
+  (cd $T && PYTHONPATH=$T $PY -m nezha lab run --name $LAB --env-rendezvous --timeout $TIMEOUT \
     -x OMP_NUM_THREADS=1 -x $var=${3//+/,} "${env[@]}" -- $PY examples/train_ddp.py --backend $2 \
     $MODEL_ARGS --steps ${STEPS:-15} > $D/$5.txt 2>&1)
 }

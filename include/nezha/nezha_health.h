@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +83,8 @@ typedef struct {
      * reader (rlock held): how often it wakes, whatever woke it */
     uint64_t polls;
     uint64_t refused;
+    /* heartbeats not sent: another thread was writing on that endpoint (nz_health_beat) */
+    uint64_t beats_skipped;
     /* vote: latest STATUS per peer and vote parity (2 * size slots) */
     volatile int64_t *status_seq;
     volatile uint64_t *status_mask;
@@ -113,17 +116,9 @@ static inline int nz_ctrl_pollfds(nz_health_t *h, int32_t i, int out, struct pol
     return h->ctrl[i].tr->pollfds(h->ctrl[i].tx, !out, out, pf, NZ_CTRL_MAXFDS);
 }
 
-/* Send one frame (+ payload) whole or not at all-ish: control frames are small and the
- * transport's buffer is large, so a partial write only happens on a dying link. */
-static inline int nz_health_send(nz_health_t *h, int32_t i, const nz_frame_t *f,
-                                 const char *payload) {
-    if (!nz_ctrl_open(h, i)) return -1;
-    char buf[sizeof(nz_frame_t) + 4096];
-    size_t len = sizeof(nz_frame_t) + (f->len < 4096 ? f->len : 4096);
-    memcpy(buf, f, sizeof(nz_frame_t));
-    ((nz_frame_t *)buf)->len = (uint32_t)(len - sizeof(nz_frame_t));
-    if (payload && len > sizeof(nz_frame_t)) memcpy(buf + sizeof(nz_frame_t), payload, len - sizeof(nz_frame_t));
-    pthread_mutex_lock(&h->wlock[i]);
+/* Send len bytes of buf (a whole frame) on control endpoint i, its wlock held: 0 if all
+ * went. */
+static inline int nz_health_send_locked(nz_health_t *h, int32_t i, const char *buf, size_t len) {
     size_t off = 0;
     int64_t give_up = nz_health_now() + 20000000LL;
     const nz_ctrl_t *c = &h->ctrl[i];
@@ -141,8 +136,37 @@ static inline int nz_health_send(nz_health_t *h, int32_t i, const nz_frame_t *f,
         }
         break;
     }
-    pthread_mutex_unlock(&h->wlock[i]);
     return off == len ? 0 : -1;
+}
+
+/* Send one frame (+ payload) whole or not at all-ish: control frames are small and the
+ * transport's buffer is large, so a partial write only happens on a dying link. */
+static inline int nz_health_send(nz_health_t *h, int32_t i, const nz_frame_t *f,
+                                 const char *payload) {
+    if (!nz_ctrl_open(h, i)) return -1;
+    char buf[sizeof(nz_frame_t) + 4096];
+    size_t len = sizeof(nz_frame_t) + (f->len < 4096 ? f->len : 4096);
+    memcpy(buf, f, sizeof(nz_frame_t));
+    ((nz_frame_t *)buf)->len = (uint32_t)(len - sizeof(nz_frame_t));
+    if (payload && len > sizeof(nz_frame_t)) memcpy(buf + sizeof(nz_frame_t), payload, len - sizeof(nz_frame_t));
+    pthread_mutex_lock(&h->wlock[i]);
+    int rc = nz_health_send_locked(h, i, buf, len);
+    pthread_mutex_unlock(&h->wlock[i]);
+    return rc;
+}
+
+/* A heartbeat on control endpoint i, unless another thread is writing there: its frame is
+ * heard as well, and waiting for it would hold every other endpoint's heartbeat (a
+ * real-time health thread waiting for an ordinary writer that the ranks' real-time progress
+ * threads keep off the cores: heartbeats stop on every rail, false silences). */
+static inline void nz_health_beat(nz_health_t *h, int32_t i, const nz_frame_t *beat) {
+    if (!nz_ctrl_open(h, i)) return;
+    if (pthread_mutex_trylock(&h->wlock[i]) != 0) {
+        __atomic_fetch_add(&h->beats_skipped, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    nz_health_send_locked(h, i, (const char *)beat, sizeof(*beat));
+    pthread_mutex_unlock(&h->wlock[i]);
 }
 
 /* frame f to rank p on every rail (control endpoint r * size + p), the rails in live
@@ -318,7 +342,7 @@ static void *nz_health_main(void *arg) {
         int64_t now = nz_health_now();
         if (now >= next_beat) {
             for (int32_t i = 0; i < h->n; i++)
-                if (nz_ctrl_open(h, i)) nz_health_send(h, i, &beat, NULL);
+                nz_health_beat(h, i, &beat);
             next_beat = now + h->interval_ns;
         }
         int wait_ms = (int)((next_beat - now) / 1000000);
@@ -372,6 +396,23 @@ static inline int nz_health_start(nz_health_t *h) {
     if (pthread_create(&h->th, NULL, nz_health_main, h) != 0) return -1;
     h->started = 1;
     return 0;
+}
+
+/* SCHED_FIFO at prio for the health thread (0, or an errno), asked for when the progress
+ * thread is real-time: with more ranks than cores, ranks' real-time progress threads busy
+ * on every core (FIFO: no time slices among them) starve an ordinary health thread, its
+ * heartbeats stop, and a peer waiting on this rank declares the rail dead although it
+ * works (session 23: once in the lab's DDP rounds, 4 ranks on 2 cores). It sleeps between
+ * heartbeats and reads small frames: above the progress threads, it costs them nothing. */
+static inline int nz_health_realtime(nz_health_t *h, int prio) {
+    struct sched_param sp;
+    int rc = EINVAL;
+    memset(&sp, 0, sizeof(sp));
+    sp.sched_priority = prio;
+    pthread_mutex_lock(&h->slock);  /* not while nz_health_stop joins it */
+    if (h->started) rc = pthread_setschedparam(h->th, SCHED_FIFO, &sp);
+    pthread_mutex_unlock(&h->slock);
+    return rc;
 }
 
 /* Stop and join the health thread; idempotent, and safe from two threads at once (a

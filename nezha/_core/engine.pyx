@@ -409,6 +409,13 @@ cdef class Engine:
         if nz_health_start(&self.h) != 0:
             raise OSError("cannot start the health thread")
 
+    def health_realtime(self, int prio):
+        """SCHED_FIFO at prio for the health thread: 0, or the errno that refused it
+        (nz_health_realtime: real-time progress threads would starve it)."""
+        if not self.has_health:
+            return 0
+        return nz_health_realtime(&self.h, prio)
+
     def close(self):
         """Stop the health thread (idempotent); endpoints belong to the mesh."""
         if self.has_health:
@@ -563,11 +570,12 @@ cdef class Engine:
         return (self.h.vote_resends, self.h.pokes_answered)
 
     def health_counts(self):
-        """(polls, reads left to another reader) of the health thread since start: how often
-        it woke, and how often the engine was reading an endpoint it woke for."""
+        """(polls, reads left to another reader, heartbeats skipped) of the health thread
+        since start: how often it woke, how often the engine was reading an endpoint it woke
+        for, and how often another thread was writing where a heartbeat was due."""
         if not self.has_health:
-            return (0, 0)
-        return (self.h.polls, self.h.refused)
+            return (0, 0, 0)
+        return (self.h.polls, self.h.refused, self.h.beats_skipped)
 
     def hold_ctrl_read(self, int i, double seconds):
         """Tests: hold control endpoint i's read lock for seconds, as the engine holds it
@@ -583,6 +591,22 @@ cdef class Engine:
                 while nz_now_ns() < end:
                     usleep(1000)
                 pthread_mutex_unlock(&self.h.rlock[i])
+        return end >= 0
+
+    def hold_ctrl_write(self, int i, double seconds):
+        """Tests: hold control endpoint i's write lock for seconds, as a thread sending a
+        frame there holds it (descheduled in the middle). False if it was taken."""
+        cdef int64_t end
+        if not self.has_health or i < 0 or i >= self.h.n:
+            return False
+        with nogil:
+            if pthread_mutex_trylock(&self.h.wlock[i]) != 0:
+                end = -1
+            else:
+                end = nz_now_ns() + <int64_t>(seconds * 1e9)
+                while nz_now_ns() < end:
+                    usleep(1000)
+                pthread_mutex_unlock(&self.h.wlock[i])
         return end >= 0
 
     def peer_vote(self, int64_t seq):

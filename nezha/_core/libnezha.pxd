@@ -149,6 +149,7 @@ cdef extern from "nezha/nezha_health.h" nogil:
         uint64_t pokes_answered
         uint64_t polls
         uint64_t refused
+        uint64_t beats_skipped
         int64_t *status_seq
         uint64_t *status_mask
         uint64_t *status_heard
@@ -163,6 +164,7 @@ cdef extern from "nezha/nezha_health.h" nogil:
         uint32_t *rlen
     int nz_health_start(nz_health_t *h)
     void nz_health_stop(nz_health_t *h)
+    int nz_health_realtime(nz_health_t *h, int prio)
     int nz_health_send(nz_health_t *h, int32_t i, const nz_frame_t *f, const char *payload)
     int nz_health_wait_vote(nz_health_t *h, int ms)
     int pthread_mutex_init(pthread_mutex_t *m, void *attr)

@@ -19,6 +19,17 @@ def _inp(r, k):
     return (np.arange(N, dtype=np.int64) % 101) * (k + 1) + r
 
 
+def _tids():
+    return [int(t) for t in os.listdir("/proc/self/task")]
+
+
+def _policy(tid):
+    try:
+        return os.sched_getscheduler(tid)
+    except OSError:  # the thread ended meanwhile
+        return None
+
+
 def main(scenario):
     if scenario.endswith("refused"):  # as for a user without CAP_SYS_NICE or RLIMIT_RTPRIO
         def refuse(*a):
@@ -41,6 +52,12 @@ def main(scenario):
             bad.append(f"progress thread policy {policy}, want {want}")
         if policy == os.SCHED_FIFO and os.sched_getparam(prog[0].native_id).sched_priority != 1:
             bad.append("progress thread real-time priority is not 1")
+        # with it the health thread (a pthread of the engine) at 2, above the progress
+        # threads that would starve its heartbeats; nothing else of this process real-time
+        rt = sorted(os.sched_getparam(t).sched_priority for t in _tids()
+                    if _policy(t) == os.SCHED_FIFO)
+        if rt != ([1, 2] if want == os.SCHED_FIFO else []):
+            bad.append(f"real-time threads' priorities {rt}")
         if os.sched_getscheduler(0) != os.SCHED_OTHER:  # the caller's thread is left alone
             bad.append("the calling thread's policy changed")
         x = _inp(r, 5)
