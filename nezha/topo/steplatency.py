@@ -7,7 +7,8 @@ winning (allreduce 4-8 KiB 0.57x the time with steps x3, broadcast 8 KiB 0.25x;
 docs/results/session24/matrix/summary.md). So every rank, once, in Communicator():
   1. WARM untimed, then CALLS timed blocking allreduces of 8 B, recursive doubling, by
      the user's path (the fast path from the second call), back to back (the ranks run
-     in step, as a training loop does): they count in comm.stats()["collectives"];
+     in step, as a training loop does): they run as collectives, but stats() and
+     messages number the user's calls from 0 after them (RunState.base);
   2. per call its wall time; this rank's median (one preempted call does not count);
   3. the slowest rank's median, agreed as int64 MAX (exact: every rank the same integer,
      so every rank builds the same Layout and plans alike);
