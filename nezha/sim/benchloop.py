@@ -257,7 +257,7 @@ def seed_probe(pl, run_doc, rails):
         return None
     pl.model.nominal = list(mbps)
     pl.model.version += 1
-    pl.set_rail_rates(mbps)
+    pl.set_rail_rates(mbps, ring_payload=True)
     return mbps
 
 
