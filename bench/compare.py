@@ -716,6 +716,7 @@ def _nezha_defaults():
     import inspect
 
     from nezha.executor import Executor
+    from nezha.planner import Planner
     piece = cfg["MIN_RAIL_PIECE"]  # None: auto (by the host layout: costmodel.auto_min_piece)
     return {"MIN_RAIL_PIECE": "auto" if piece is None else str(piece) if piece == math.inf
             else int(piece),
@@ -724,7 +725,10 @@ def _nezha_defaults():
             "LEARN_STRIPED": getattr(CostModel(1, ["rail0"]), "learn_striped", False),
             "SYNC_BYTES_MAX": getattr(costmodel, "SYNC_BYTES_MAX", costmodel.SYNC_BYTES),
             # small striped calls are lazy and do not feed the model (sim/benchloop.py)
-            "LAZY_STRIPED": "lazy" in inspect.signature(Executor._feeds).parameters}
+            "LAZY_STRIPED": "lazy" in inspect.signature(Executor._feeds).parameters,
+            # a slow rail's piece judged by time; the probe's rates as links' (session 25)
+            "PIECE_BY_TIME": getattr(Planner, "piece_by_time", False),
+            "PROBE_LINK_RATES": getattr(Planner, "probe_link_rates", False)}
 
 
 def build_document(lab, systems, opts, runs, lat_runs, reps, wall, started, command, mptcp_info,

@@ -60,6 +60,11 @@ ALIGN_ANYWAY = ("allgather", "reduce_scatter")
 class Planner:
     """Splits collectives over channels by their measured rates, small payloads whole."""
 
+    # off only to replay runs made before them (sim/benchloop.planner_then): a slow rail's
+    # piece judged by time (split), the probe's rates as links' with a measured step
+    piece_by_time = True
+    probe_link_rates = True
+
     def __init__(self, nchan, cfg, names=None, ranks=1, nominal=None):
         self.nchan = nchan
         self.ranks = ranks
@@ -80,13 +85,13 @@ class Planner:
         self.failover = False  # set by the communicator (the same on every rank)
         self._logged = {}
         # nominal repeats each rail's speed once per connection (topo.rails.nominal_rates)
-        self.set_rail_rates(nominal[::self.nconns] if nominal else None)
         # the rail step latency: a number of NEZHA_RAIL_ALPHA, else the constants until the
         # start-up measurement (set_step_latency) replaces them
         alpha = cfg["RAIL_ALPHA"]
         self.rail_alpha, self.alpha_why = None, "model constants, scaled by crowding"
         if alpha.lower() not in ("auto", "model"):
             self.rail_alpha, self.alpha_why = float(alpha), "NEZHA_RAIL_ALPHA"
+        self.set_rail_rates(nominal[::self.nconns] if nominal else None)
         self.set_hosts([0] * ranks)
         self.set_hier_rails(cfg["HIER_RAILS"])
 
@@ -111,6 +116,7 @@ class Planner:
         """The seconds one step between hosts costs (topo/steplatency.py's agreed measure,
         the same on every rank), or None: the constants. Every choice is made again."""
         self.rail_alpha, self.alpha_why = rail_alpha, why
+        self._link_rates()
         self.set_hosts(self.hosts, self.layout.crowding)
         self.model.version += 1  # cached plans were chosen with the old one
 
@@ -249,10 +255,16 @@ class Planner:
         min_piece = self.min_piece if self.min_piece != float("inf") else payload + 1
         while len(active) > 1:
             share = self.model.prior_shares([c in active for c in range(self.nchan)])
-            small = min(active, key=lambda c: (share[c], -c))
-            if share[small] * payload >= min_piece:
+            # judged by time, not bytes: the pieces of a split finish together, so the
+            # slowest rail's piece takes as long as the fastest rail's, and that must be at
+            # least what a minimum piece takes on the fastest rail (on 400 + 100 the 100's
+            # fifth of a 128 KiB reduce_scatter, 26 KiB, ran as long as 102 KiB on the 400:
+            # by bytes it was dropped, 0.65-0.82x Open MPI, which stripes; session 25).
+            # Equal rails: the same as each piece >= NEZHA_MIN_RAIL_PIECE
+            judged = max if self.piece_by_time else min
+            if judged(share[c] for c in active) * payload >= min_piece:
                 break
-            active.remove(small)  # a piece this small costs more than it saves
+            active.remove(min(active, key=lambda c: (share[c], -c)))  # costs more than it saves
         if len(active) <= 1:
             c = active[0] if active else self.best_channel(key)
             return self._pieces(c, 0, count, esize), key
@@ -292,12 +304,26 @@ class Planner:
     IDS = {"rd": ALGO_RD, "rab": ALGO_RAB, "ring": ALGO_RING, "tree": ALGO_TREE,
            "chain": ALGO_CHAIN}
 
-    def set_rail_rates(self, mbps):
+    def set_rail_rates(self, mbps, ring_payload=False):
         """Every rail's speed in Mbit/s, agreed by every rank (the rails' nominal speeds, or
-        the start-up probe's agreed rates), or None: RAIL_RATE each."""
+        the start-up probe's agreed rates: ring_payload), or None: RAIL_RATE each."""
+        self._mbps, self._ring_payload = mbps, ring_payload
+        self._link_rates()
+
+    def _link_rates(self):
+        """rail_rates (B/s per link) for Layout.time. The probe's rate is a ring allreduce's
+        payload over its time; the ring moves 2(N-1)/N of it over each link. The constant
+        step latency was set against the payload rate (the pair calibrated together); a
+        measured one is a step's real time, so it pairs with the link's: with the payload
+        rate the bytes cost 1.5x too much at 4 ranks and every switch point sat 1.5x low
+        (reduce_scatter 16 KiB on the ring, 0.75x Open MPI; session 25)."""
         rails = max(self.nchan // self.nconns, 1)
+        mbps = getattr(self, "_mbps", None)
+        n = self.ranks
+        scale = (2 * (n - 1) / n if self._ring_payload and self.rail_alpha is not None and n > 1
+                 and self.probe_link_rates else 1.0)
         self.rail_rates = ([RAIL_RATE] * rails if not mbps or len(mbps) != rails else
-                           [float(m) * 125e3 for m in mbps])
+                           [float(m) * 125e3 * scale for m in mbps])
         self._choice_memo = {}
         self._hier_memo = {}
         self._ina_memo = {}
@@ -322,12 +348,17 @@ class Planner:
         self._ina_memo = {}
 
     def _rails_used(self, nbytes):
-        """Rails a split payload of nbytes goes over with equal shares: each at least
-        NEZHA_MIN_RAIL_PIECE (Planner.split drops the smallest share below it)."""
-        rails = len(self.rail_rates)
+        """Rails a split payload of nbytes goes over, as Planner.split picks them (by the
+        rails' speeds here): the fastest rail's piece at least NEZHA_MIN_RAIL_PIECE."""
+        rates = sorted(self.rail_rates, reverse=True)
         if self.min_piece == float("inf"):
             return 1
-        return max(1, min(rails, int(nbytes // max(self.min_piece, 1))))
+        if not self.piece_by_time:  # as runs before session 25 priced it: equal shares
+            return max(1, min(len(rates), int(nbytes // max(self.min_piece, 1))))
+        k = len(rates)
+        while k > 1 and nbytes * rates[0] / sum(rates[:k]) < self.min_piece:
+            k -= 1
+        return k
 
     def flat_times(self, coll, nbytes, root=0):
         """{flat algorithm: modelled seconds} of the candidates for nbytes of coll.
@@ -500,6 +531,7 @@ class Planner:
         return (f"algorithms ({src}, NEZHA_ALGO={self.algo}; {self.ranks} ranks on {hosts} "
                 f"hosts, {self.layout.crowding:g} ranks per CPU, step latency "
                 f"{self.layout.rail_alpha * 1e6:.0f} us ({self.alpha_why}), rails {rails} Mbit/s"
+                f"{' (links: the probe x 2(N-1)/N)' if self._ring_payload and self.rail_alpha else ''}"
                 f"{', failover votes' if self.failover else ''}, {self.describe_piece()}): "
                 + "; ".join(parts))
 

@@ -123,10 +123,12 @@ def test_blocks_split_over_rails_where_an_allreduce_of_their_payload_does(coll):
 
 
 def test_blocks_on_unequal_rails_split_from_the_same_payload_as_allreduce():
-    """400 + 100 Mbit/s: the slow rail's share (0.2) of all the blocks must reach the
-    piece, as for an allreduce of that payload (256 KiB: one rail, 512 KiB: both)."""
+    """400 + 100 Mbit/s: a split of all the blocks must last a minimum piece's time (the
+    fast rail's share, 0.8, of them reach the piece), as for an allreduce of that payload
+    (64 KiB: one rail, 128 KiB: both; by the slow rail's bytes, until session 25: 256 KiB
+    one, 512 KiB both)."""
     p = _lab_planner((400, 100))
-    for total, rails in ((256 << 10, 1), (512 << 10, 2)):
+    for total, rails in ((64 << 10, 1), (128 << 10, 2)):
         for coll in ("allgather", "reduce_scatter"):
             plan = p.blocks(coll, total // 4 // 4, 4)
             assert len({c for c, _, _ in plan.slices}) == rails, (coll, total, plan)

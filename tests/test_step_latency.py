@@ -176,3 +176,32 @@ def test_info_shows_the_step_latency():
     assert "step latency: 75 us between hosts (NEZHA_RAIL_ALPHA)" in out
     bad = run_info(NEZHA_RAIL_ALPHA="fast").stdout
     assert "INVALID: NEZHA_RAIL_ALPHA='fast'" in bad
+
+
+def test_a_measured_step_pairs_with_the_links_rate_not_the_probes_payload_rate():
+    """The probe's rate is a ring allreduce's payload over its time; the ring moves 2(N-1)/N
+    of it over each link. With a measured step the model takes the links' rate (the lab's
+    4 x 1: 245 Mbit/s probed, 367 per link), so its switch points are those of links given
+    at 367 (1.5x those of 245: reduce_scatter and allgather of 16 KiB stay on rd, 0.75x Open
+    MPI on the ring). With the constants the pair stays as it was calibrated. Fails on
+    baa3528 (rates taken as links' whatever the step)."""
+    cfg = Config.load({}, environ={})
+    probed = layout_planner(cfg, [0, 1, 2, 3], None, 2, 1, True)
+    probed.set_rail_rates([245.0, 245.0], ring_payload=True)
+    consts = layout_planner(cfg, [0, 1, 2, 3], [245.0, 245.0], 2, 1, True)
+    assert probed.switch_table() == consts.switch_table()   # the constants: unchanged
+    probed.set_step_latency(64e-6, "test")
+    links = layout_planner(cfg, [0, 1, 2, 3], [367.5, 367.5], 2, 1, True)
+    links.set_step_latency(64e-6, "test")
+    assert probed.rail_rates == pytest.approx(links.rail_rates)
+    assert probed.switch_table() == links.switch_table()
+    for coll in ("allgather", "reduce_scatter"):
+        assert probed.algorithm(coll, 16 << 10) == ALGO_RD
+        assert probed.algorithm(coll, 64 << 10) == ALGO_RING
+    assert probed.algorithm("allreduce", 16 << 20) == ALGO_RING
+    # the sim seeds a replay as the probe did
+    pl = N.make_planner(4, [0, 1, 2, 3], 2, None, 1, {})
+    BL.seed_probe(pl, {"stats": {"probe": {"probed": True,
+                                           "mbps": {"rail0": 245.0, "rail1": 245.0}}}}, [0, 1])
+    pl.set_step_latency(64e-6, "test")
+    assert pl.rail_rates == pytest.approx(links.rail_rates)

@@ -69,7 +69,7 @@ def planner_then(pl, doc):
     document does not record HOT_CAP split hot buckets by their own rates alone (a slow
     shaped rail's burst drew 256-512 KiB onto it); CostModel._capped bounds them by the
     prior since. Runs that do not record SYNC_BYTES_MAX synced every SYNC_BYTES, steady or
-    not."""
+    not. Runs that do not record PIECE_BY_TIME / PROBE_LINK_RATES ran before session 25."""
     defaults = doc.get("nezha_defaults") or {}
     cpus = (doc.get("host") or {}).get("cpus")
     if cpus and getattr(pl, "hosts", None):
@@ -79,6 +79,12 @@ def planner_then(pl, doc):
     pl.model.cap_hot = bool(defaults.get("HOT_CAP"))
     pl.model.learn_striped = bool(defaults.get("LEARN_STRIPED"))  # recorded since session 21
     pl.model.sync_max = int(defaults.get("SYNC_BYTES_MAX", costmodel.SYNC_BYTES))
+    # recorded since session 25: a slow rail's piece judged by time, the probe's rates as
+    # the links' with a measured step (Planner.piece_by_time, probe_link_rates)
+    pl.piece_by_time = bool(defaults.get("PIECE_BY_TIME"))
+    pl.probe_link_rates = bool(defaults.get("PROBE_LINK_RATES"))
+    if hasattr(pl, "_link_rates"):
+        pl._link_rates()
     lazy = defaults.get("LAZY_STRIPED")
     pl.lazy_striped = bool(str(doc.get("started") or "") >= LAZY_STRIPED_SINCE
                            if lazy is None else lazy)
@@ -257,7 +263,7 @@ def seed_probe(pl, run_doc, rails):
         return None
     pl.model.nominal = list(mbps)
     pl.model.version += 1
-    pl.set_rail_rates(mbps)
+    pl.set_rail_rates(mbps, ring_payload=True)
     return mbps
 
 

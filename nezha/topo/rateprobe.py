@@ -164,7 +164,8 @@ def probe(comm, nbytes: int) -> dict | None:
     comm.planner.model.version += 1
     # the algorithm choice's link speeds too (agreed: the same on every rank)
     k = comm.planner.nconns
-    comm.planner.set_rail_rates([sum(mbps[i:i + k]) for i in range(0, len(mbps), k)])
+    comm.planner.set_rail_rates([sum(mbps[i:i + k]) for i in range(0, len(mbps), k)],
+                                ring_payload=True)
     log.info("TOPO", f"rate probe ({cnt1 * es} B then {[c * es for c in cnt2]} B per channel "
              f"over {n} ranks, {ms:.0f} ms, {how}): "
              + ", ".join(f"{nm} {r:.0f} Mbit/s" for nm, r in zip(names, mbps))
