@@ -31,6 +31,7 @@ cdef class FastEntry:
     cdef object plan, ranges, tmpl, op, snaps, src, keep
     cdef int32_t chans[64]  # each slice's channel (arming)
     cdef int nchans, flip
+    cdef int early  # a small broadcast's: the RunState.prev_early it was planned after (-1: any)
     cdef int64_t tin, tout, nin, nout, nsrc, mversion
     cdef bint lazy, voting, wout
     cdef char *snapp[2]
@@ -133,6 +134,8 @@ cdef class FastPath:
         f.wout = wout
         f.mversion = self.model.version
         f.lazy, f.voting = lazy, voting
+        # a lazy broadcast is a tree, or an allreduce right after one (Communicator._broadcast)
+        f.early = -1 if coll != COLL_BROADCAST or not lazy else plan.algo != RUN_EARLY_ALGO
         f.nchans = min(len(plan.chans), 64)
         for i in range(f.nchans):
             f.chans[i] = plan.chans[i]
@@ -281,7 +284,9 @@ cdef class FastPath:
         if not self.lock.acquire(False):
             return None
         try:
-            if st.busy or st.queue:
+            # a small broadcast after a lazy tree is an allreduce (Communicator._broadcast):
+            # the slow path plans the other one
+            if st.busy or st.queue or (e.early >= 0 and e.early != st.prev_early):
                 return None
             st.busy = True
         finally:
