@@ -149,7 +149,10 @@ cdef class FastPath:
             f.snapp[1] = <char *>cnp.PyArray_DATA(f.snaps[1])
         if len(self.entries) >= 64:
             self.entries.clear()
-        self.entries[(coll, <uintptr_t>bi.p, <uintptr_t>bo.p, root)] = f
+        # a broadcast's two plans (a lazy tree, the allreduce after one) each keep an entry:
+        # back to back they alternate
+        kroot = (root, f.early == 1) if coll == COLL_BROADCAST else <object>root
+        self.entries[(coll, <uintptr_t>bi.p, <uintptr_t>bo.p, kroot)] = f
 
     def put_ina(self, object sendbuf, object recvbuf, cnp.ndarray a, cnp.ndarray out,
                 object op, bint wout, object plan, bint voting, object tmpl, object off,
@@ -249,7 +252,8 @@ cdef class FastPath:
         """As allreduce, for Communicator.broadcast (root: an int, as the slow path takes)."""
         if type(root) is not int:
             return None
-        return self._call(comm, COLL_BROADCAST, buf, None, None, root, buf)
+        return self._call(comm, COLL_BROADCAST, buf, None, None, (root, self.st.prev_early),
+                          buf)
 
     def allgather(self, object comm, object sendbuf, object recvbuf):
         """As allreduce, for Communicator.allgather."""
