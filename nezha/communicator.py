@@ -258,8 +258,8 @@ class Communicator(Executor, Diagnose):
     def algorithm_for(self, nbytes, coll="allreduce"):
         """Name of the algorithm the planner picks for nbytes of a collective (as OSU counts
         them: per rank for allgather, the whole sendbuf for reduce_scatter)."""
-        if coll == "broadcast" and self._broadcast_as_allreduce(nbytes):
-            return ALGO_NAMES[ALGO_RD]
+        if coll == "broadcast" and self._broadcast_lazy(nbytes) and self._st.prev_early:
+            return ALGO_NAMES[ALGO_RD]  # what the next one runs (_broadcast)
         return ALGO_NAMES[self.planner.algorithm(
             coll, nbytes * (self.size if coll == "allgather" else 1))]
 
@@ -375,29 +375,37 @@ class Communicator(Executor, Diagnose):
         at_root = self.rank == root
         a, dt = as_array(buf, "buf", writable=not at_root)
         es, count = dt.itemsize, a.size
-        rd = self._broadcast_as_allreduce(count * es, root)
-        src = self._spare("zeros", count * es) if rd and not at_root else a
+        lazy = self._broadcast_lazy(count * es, root)
+        # the zeros the others add when it runs as an allreduce (ALGO_RD)
+        src = self._spare("zeros", count * es) if lazy and not at_root else a
 
         def into(dst_addr, scratch=None):
             def build(s, algo, chan, off, cnt, src, _keep=scratch):
-                p = 0 if src is None else address(src) + off * es  # read by ALGO_RD only
+                # a tree's root sends src: a re-run's is the kept copy, dst_addr scratch
+                p = 0 if src is None else address(src) + off * es
                 slices.broadcast(s, algo, chan, root, dst_addr + off * es, p, cnt, self._hosts,
                                  self.planner.rail_owners(chan))
             return build
 
-        return self._submit("broadcast", _eng.COLL_BROADCAST, dt, 0, count, root,
-                            lambda: self.planner.broadcast(count, es,
-                                                           ALGO_RD if rd else ALGO_TREE, root),
+        def plan():
+            # planned when it runs: after a lazy tree (RunState.prev_early), an allreduce,
+            # whose finishing proves every rank past that tree; the same on every rank
+            small = ALGO_RD if lazy and self._st.prev_early else ALGO_TREE
+            return self.planner.broadcast(count, es, small, root)
+
+        return self._submit("broadcast", _eng.COLL_BROADCAST, dt, 0, count, root, plan,
                             into(address(a)), buf, [a, src], ckey=(address(a), address(src)),
-                            src=src if rd else None, inplace=rd and at_root,
+                            src=src if lazy else None, inplace=lazy and at_root,
                             retarget=(lambda buf=None: _into_scratch(into, count * es, buf))
-                            if rd else None,
+                            if lazy else None,
                             fast=(buf, None, a, a, src, None, not at_root, None))
 
-    def _broadcast_as_allreduce(self, nbytes, root=0):
-        """With failover a small broadcast is an allreduce in which the other ranks OR in
-        zeros: finishing proves every rank entered, so it can be lazy (no vote). Without,
-        the tree (fewer steps when the number of ranks is not a power of two)."""
+    def _broadcast_lazy(self, nbytes, root=0):
+        """With failover a small broadcast is lazy (no vote): a binomial tree whose root and
+        inner ranks return once their sends are handed to the rail, keeping a copy of their
+        input, or, right after such a tree, an allreduce in which the other ranks OR in
+        zeros (two early trees in a row would leave a rank two collectives of them behind).
+        Without failover, the tree."""
         return (self._failover and nbytes <= LAZY_MAX_BYTES
                 and self.planner.algorithm("broadcast", nbytes, root) == ALGO_TREE)
 

@@ -195,7 +195,10 @@ class Executor:
             ckey = ckey + (address(spare),)  # it moves when it grows
         # Same call on the same buffers as before, and the model has not changed since:
         # run the schedule built then (small collectives are dominated by this cost).
-        key = None if ckey is None else (coll, dt, op, count, root, ckey, self.planner.version)
+        # (a small broadcast's plan also depends on whether the last collective was a lazy
+        # tree: RunState.prev_early)
+        key = None if ckey is None else (coll, dt, op, count, root, ckey, self.planner.version,
+                                         self._st.prev_early)
         hit = self._cache.get(key) if key is not None else None
         if hit is not None:
             s, plan, ranges, lazy = hit

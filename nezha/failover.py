@@ -153,8 +153,9 @@ class Failover:
     def lazy_ok(self, req, plan, src):
         """Lazy collectives: those where a rank's finishing proves that every rank entered
         (they have a retarget: allreduce, allgather, reduce_scatter, alltoall, barrier, and
-        broadcast and reduce while small, which then run as allreduces; a tree's root could
-        run ahead), small, on one channel or striped (every slice is a whole collective of
+        reduce while small, which then runs as an allreduce), and the small broadcast, a
+        tree whose root and inner ranks return early, or an allreduce right after such a
+        tree (RunState.ran keeps two collectives while the last is such a tree), small, on one channel or striped (every slice is a whole collective of
         all ranks on its channel, so finishing any proves every rank entered; a rank behind
         votes the slices it could not finish, and agree re-runs those, finishing the others
         where they are).
@@ -342,12 +343,13 @@ class Failover:
         mask = _unfinished_at(table, k)
         if not mask:
             return  # they are only slower: they will finish on their own
-        if self.c._st.pending is not None and self.c._st.pending[0] == k:
-            _voted_slices(table, k, len(self.c._st.pending[3].slices), self.c.rank,
-                          f"collective {k}")
-        if self.c._st.pending is None or self.c._st.pending[0] != k:
-            # A rank can be only one lazy collective behind (the one kept): a vote from
-            # any other is a buggy or hostile peer's (tests/fuzzpeer.py), or ours.
+        got = self.c._st.kept(k)
+        if got is not None:
+            _voted_slices(table, k, len(got[3].slices), self.c.rank, f"collective {k}")
+        else:
+            # A rank can be only one lazy collective behind (the one kept; two when the
+            # last was an early-exit tree, RunState.ran): a vote from any other is a buggy
+            # or hostile peer's (tests/fuzzpeer.py), or ours.
             kept = self.c._st.pending
             kept = "none" if kept is None else f"collective {kept[0] - self.c._st.base} ({kept[2].name} #{kept[1] - self.c._st.base})"
             p = next(p for p, (c, _, _) in enumerate(table) if c == k)
@@ -356,7 +358,7 @@ class Failover:
                             f"which no rank can still need: this rank is in collective "
                             f"{self.c._st.ncoll - self.c._st.base} ({req.name} #{req.seq - self.c._st.base}) and kept {kept}; "
                             f"vote table {table}", peer=p)
-        _, seq, tmpl, pplan, psnap = self.c._st.pending  # tmpl: the call's Request, or the
+        _, seq, tmpl, pplan, psnap = got  # tmpl: the call's Request, or the
         # one the fast path's entry was made from (same buffers, only seq differs)
         preq = types.SimpleNamespace(name=tmpl.name, seq=seq, spec=tmpl.spec)
         if pplan.algo == ALGO_INA:  # not re-run: sent, by the first rank that has it

@@ -377,8 +377,9 @@ class Planner:
                 continue  # recursive doubling/halving of blocks: a power of two of ranks only
             whole = name == "tree" or (name == "rd" and coll == "allreduce")
             k = 1 if whole else self._rails_used(nbytes)
-            if name == "tree" and self.failover:  # a lazy allreduce that ORs bytes
-                t = self.layout.time("allreduce", "rd", nbytes, 1, rate=rates[0])
+            if name == "tree":  # with failover lazy; right after a lazy tree an allreduce
+                # that ORs bytes runs instead (Communicator._broadcast), priced as the tree
+                t = self.layout.time("broadcast", "tree", nbytes, 1, root, rate=rates[0])
             else:
                 t = self.layout.time(coll, name, nbytes, k, root, rate=sum(rates[:k]))
             # with failover, a collective that is not lazy (large, or a chain: no retarget,
@@ -441,7 +442,7 @@ class Planner:
         algo = flat
         if self.hier_ok and self.algo not in ("ring", "rd", "rab") and not (
                 flat == ALGO_TREE and self.algo != "hier"):
-            # small broadcasts stay lazy allreduces with failover (a hier one votes)
+            # small broadcasts stay lazy trees with failover (a hier one votes)
             if self.algo == "hier" or self._hier_wins(coll, flat, nbytes, root):
                 algo = ALGO_HIER
         if times is not None and not quiet and log.enabled("INFO", "PLAN"):
@@ -591,8 +592,8 @@ class Planner:
 
     def broadcast(self, count, esize, small_algo=ALGO_TREE, root=0):
         """Plan for a broadcast: a tree for small payloads (or small_algo: ALGO_RD, an
-        allreduce in which the other ranks add nothing), a pipelined chain or hier for
-        large."""
+        allreduce in which the other ranks add nothing, which with failover follows a lazy
+        tree), a pipelined chain or hier for large."""
         algo = self.algorithm("broadcast", count * esize, root)
         if algo == ALGO_TREE:
             key = bucket_of("broadcast-tree", count * esize)

@@ -606,7 +606,7 @@ def test_hier_collectives(hcomms, algo, case, n):
         c.broadcast(wrap(buf, dt), root=root)
         np.testing.assert_array_equal(buf, inputs[root])
         _ran_hier(c, _hier_expected(c, "broadcast", n * es, root)
-                  and not c._broadcast_as_allreduce(n * es, root))
+                  and not c._broadcast_lazy(n * es, root))
 
     got = np.full(n * size, 0x33, dtype=inputs[0].dtype)
     c.allgather(wrap(inputs[rank].copy(), dt), wrap(got, dt))

@@ -24,7 +24,7 @@ TRANSPORTS = {"tcp": {"NEZHA_RAILS": "tcp"}, "shm": {},
 CASES = [(1, "shm")] + [(n, t) for n in (2, 3, 4, 5) for t in sorted(TRANSPORTS)]
 NUMPY_REFUSALS = {"read-only recvbuf": [1, "ValueError"], "non-native recvbuf": [1, "TypeError"],
                   "non-native allreduce recvbuf": [1, "TypeError"],
-                  "float root": [1, "ValueError"], "AVG of ints": [1, "ValueError"]}
+                  "float root": [2, "ValueError"], "AVG of ints": [1, "ValueError"]}
 TORCH_REFUSALS = {"non-contiguous sendbuf": [1, "ValueError"],
                   "non-contiguous recvbuf": [1, "ValueError"],
                   "requires grad": [1, "TypeError"], "negative view": [1, "ValueError"],
@@ -67,6 +67,10 @@ def _check(n, transport, kind):
         fast_ok = not (res["failover"] and count == 0)
         if rep == 0:  # dtype, size, op or root changed on the same addresses
             assert hit == 0, (coll, dt, count, op, root)
+        elif rep == 1 and coll == "broadcast" and res["failover"]:
+            # back to back a small broadcast is a lazy tree, then the allreduce that
+            # follows one (Communicator._broadcast): each plan's first call may miss
+            assert hit in (0, 1), (coll, dt, count, op, root, rep)
         else:
             assert hit == fast_ok, (coll, dt, count, op, root, rep)
         seen.add(coll)

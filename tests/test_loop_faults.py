@@ -354,6 +354,63 @@ def test_fast_path_collectives_survive_faults(tmp_path, bits):
     assert all(results[0]["alive"].values()), results[0]["alive"]
 
 
+@pytest.mark.parametrize("bits", ["deaf", "stall", "reset"])
+def test_small_broadcasts_survive_faults(tmp_path, bits):
+    """Faults while the ranks run small broadcasts three in a row, the root turning (a lazy
+    tree whose root and inner ranks return once their sends are handed to the rail, then the
+    allreduce that follows such a tree, then a tree; failover_worker.bcasts), some on kept
+    buffers (the fast path), the roots' buffers overwritten after each call, then an
+    allgather striped over both rails (a cut of the rail the broadcasts do not use is met
+    there): every result exact, the rail re-admitted."""
+    def inject(table, ranks):
+        for k in range(3):
+            fault_cycle(table, ranks, lambda: _cut(table, k, bits), runs=40)
+
+    results, out = _run(tmp_path, "bcast", "loop", inject, {"NEZHA_MIN_RAIL_PIECE": "16"})
+    assert all(results), out
+    for r in results:
+        assert r["error"] is None and r["wrong"] == 0 and r["done"] > 100, (r, out)
+    assert sum(e["event"] == "down" for e in results[0]["events"]) >= 2, results[0]["events"]
+    assert all(results[0]["alive"].values()), results[0]["alive"]
+
+
+def test_ranks_two_behind_a_lazy_tree_are_helped(tmp_path):
+    """The fault is set while the ranks wait (failover_worker._pause), then they run an
+    allreduce, a small broadcast from rank k (a lazy tree), the one after it and an
+    allreduce. Rank 3 (then 2) deaf on one rail: the rank it feeds and it cannot finish the
+    allreduce, while the others finish it and the tree (its root returns at once) and wait
+    in the next: two collectives ahead. They re-run the allreduce from the copy kept for it
+    (RunState.pending_prev), then the tree from the root's kept copy over a fresh connection
+    ("rerun" events for both on rank 0); every result exact. On main there was no lazy tree
+    (a small broadcast ran as an allreduce): no broadcast was ever re-run for a rank behind
+    (this failed)."""
+    d = tmp_path / "inject"
+    d.mkdir()
+
+    def inject(table, ranks):
+        for k in range(4):
+            (d / f"arm.{k}").write_text("")
+            deadline = time.time() + 60
+            while not all((d / f"paused.{k}.{r}").exists() for r in range(4)):
+                assert time.time() < deadline, f"the ranks did not pause ({k})"
+                time.sleep(0.02)
+            table.deafen(k % 2, [3 - k % 2], 4)
+            (d / f"go.{k}").write_text("")
+            time.sleep(0.8)
+            table.heal()
+            time.sleep(1.5)  # the rail is re-admitted
+        ranks.wait("every rail alive at the end", lambda st: all(s["alive"] for s in st))
+
+    env = {"TEST_INJECT_DIR": str(d), "TEST_PAUSE_CAUGHT": "bcast"}
+    results, out = _run(tmp_path, "small", "loop", inject, env)
+    assert all(results), out
+    for r in results:
+        assert r["error"] is None and r["wrong"] == 0, (r, out)
+    reruns = [e["collective"] for e in results[0]["events"] if e["event"] == "rerun"]
+    assert "broadcast" in reruns and "allreduce" in reruns, (results[0]["events"], out)
+    assert all(results[0]["alive"].values()), results[0]["alive"]
+
+
 def test_last_rail_lost_is_an_error(tmp_path):
     """Rank 2 stalled on both rails: every rank raises, naming rank 2, well before the
     collective timeout."""

@@ -31,6 +31,7 @@ cdef class FastEntry:
     cdef object plan, ranges, tmpl, op, snaps, src, keep
     cdef int32_t chans[64]  # each slice's channel (arming)
     cdef int nchans, flip
+    cdef int early  # a small broadcast's: the RunState.prev_early it was planned after (-1: any)
     cdef int64_t tin, tout, nin, nout, nsrc, mversion
     cdef bint lazy, voting, wout
     cdef char *snapp[2]
@@ -133,6 +134,8 @@ cdef class FastPath:
         f.wout = wout
         f.mversion = self.model.version
         f.lazy, f.voting = lazy, voting
+        # a lazy broadcast is a tree, or an allreduce right after one (Communicator._broadcast)
+        f.early = -1 if coll != COLL_BROADCAST or not lazy else plan.algo != RUN_EARLY_ALGO
         f.nchans = min(len(plan.chans), 64)
         for i in range(f.nchans):
             f.chans[i] = plan.chans[i]
@@ -146,7 +149,10 @@ cdef class FastPath:
             f.snapp[1] = <char *>cnp.PyArray_DATA(f.snaps[1])
         if len(self.entries) >= 64:
             self.entries.clear()
-        self.entries[(coll, <uintptr_t>bi.p, <uintptr_t>bo.p, root)] = f
+        # a broadcast's two plans (a lazy tree, the allreduce after one) each keep an entry:
+        # back to back they alternate
+        kroot = (root, f.early == 1) if coll == COLL_BROADCAST else <object>root
+        self.entries[(coll, <uintptr_t>bi.p, <uintptr_t>bo.p, kroot)] = f
 
     def put_ina(self, object sendbuf, object recvbuf, cnp.ndarray a, cnp.ndarray out,
                 object op, bint wout, object plan, bint voting, object tmpl, object off,
@@ -246,7 +252,8 @@ cdef class FastPath:
         """As allreduce, for Communicator.broadcast (root: an int, as the slow path takes)."""
         if type(root) is not int:
             return None
-        return self._call(comm, COLL_BROADCAST, buf, None, None, root, buf)
+        return self._call(comm, COLL_BROADCAST, buf, None, None, (root, self.st.prev_early),
+                          buf)
 
     def allgather(self, object comm, object sendbuf, object recvbuf):
         """As allreduce, for Communicator.allgather."""
@@ -281,7 +288,9 @@ cdef class FastPath:
         if not self.lock.acquire(False):
             return None
         try:
-            if st.busy or st.queue:
+            # a small broadcast after a lazy tree is an allreduce (Communicator._broadcast):
+            # the slow path plans the other one
+            if st.busy or st.queue or (e.early >= 0 and e.early != st.prev_early):
                 return None
             st.busy = True
         finally:

@@ -7,6 +7,10 @@
 import collections
 import threading
 
+# planner.ALGO_TREE: a lazy broadcast by this algorithm lets its root and inner ranks return
+# before every rank entered (tests/test_bcast_tree.py checks the two agree)
+RUN_EARLY_ALGO = 4
+
 
 cdef class RunState:
     """What is running and what has run: the queue and who drains it, the counters every
@@ -22,6 +26,9 @@ cdef class RunState:
     #                               library's own start-up calls come before; messages
     #                               and stats() number the user's from 0
     cdef public object pending    # the last lazy collective, while a rank may need it
+    # the one before it, while the last is an early-exit tree (it proves nothing of it)
+    cdef public object pending_prev
+    cdef public bint prev_early   # the last collective was a lazy tree (planner.broadcast)
     cdef public object last_plan  # for stats()
     cdef public int waiters       # threads waiting on cv (Request.wait, close)
     cdef public object worker     # the progress thread of non-blocking calls, once started
@@ -42,10 +49,23 @@ cdef class RunState:
         conclude here."""
         self.last_plan = plan
         self.ncoll += 1
+        # A lazy tree's root returns before any other rank entered it, so its finishing
+        # proves nothing of the collective before either: both stay kept. The next one is
+        # never such a tree (planner), and its finishing proves every rank past both.
+        early = lazy and plan.algo == RUN_EARLY_ALGO
+        self.pending_prev = self.pending if early else None
+        self.prev_early = early
         if lazy:  # a rank behind may need it re-run: its request, plan and input
             self.pending = (self.ncoll - 1, seq, req, final, snap)
         elif voting:
             self.pending = None  # everyone voted in this one: all are past the last
+
+    cpdef object kept(self, int64_t k):
+        """The kept lazy collective k (index, seq, request, plan, input), or None."""
+        for p in (self.pending, self.pending_prev):
+            if p is not None and p[0] == k:
+                return p
+        return None
 
     cpdef take(self):
         """The next queued request for whoever drains (busy), or None once the queue is

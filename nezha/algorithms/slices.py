@@ -45,15 +45,16 @@ def reduce(s, algo, chan, root, at_root, out, src, cnt, es, hier, chunk=HIER_CHU
 
 def broadcast(s, algo, chan, root, out, src, cnt, hosts, owners=None):
     """ALGO_RD: an allreduce that ORs bytes, the root's buffer (src) against the others'
-    zeros (src is read by ALGO_RD only); hierarchical; else a binomial tree (ALGO_TREE) or
-    a chain."""
+    zeros; hierarchical; else a binomial tree (ALGO_TREE; the root sends src when given:
+    a lazy tree's re-run sends the root's kept copy) or a chain."""
     if algo == ALGO_RD:
         s.reduce_as(int(DType.UINT8), int(ReduceOp.BOR))
         _eng.rd_allreduce(s, chan, out, src, cnt)
     elif algo == ALGO_HIER:  # the root's buffer is only read: a re-run reads it again
         _eng.hier_broadcast(s, chan, root, out, cnt, hosts, owners)
     else:
-        _eng.tree_broadcast(s, chan, root, out, cnt, algo == ALGO_TREE)
+        _eng.tree_broadcast(s, chan, root, out, cnt, algo == ALGO_TREE,
+                            src if algo == ALGO_TREE else 0)
 
 
 def allgather(s, algo, chan, out, src, block, off, cnt, hosts, owners=None):

@@ -78,6 +78,30 @@ def small(comm, i):
     return kept(comm, i)
 
 
+# bytes of the small broadcasts (bcasts): one, odd, the 4 B-16 KiB boundaries
+BCAST = [1, 4, 13, 1021, 4096, 8191, 16384]
+
+
+def bcasts(comm, i, size=None):
+    """Three small broadcasts in a row, the root turning (a lazy tree, the allreduce that
+    follows one, a tree), one call in three on kept buffers (the fast path); the root's
+    buffer is overwritten after each call (a re-run must send the copy kept). Returns how
+    many came out wrong."""
+    r, n = comm.rank, comm.size
+    nbytes = BCAST[(size if size is not None else i) % len(BCAST)]
+    wrong = 0
+    for j in range(3):
+        root = (i + j) % n
+        want = ((np.arange(nbytes) * 13 + i + 5 * j) % 251 + 1).astype(np.uint8)
+        b = (_KEPT.setdefault(("bcast", nbytes, j), np.empty(nbytes, np.uint8)) if i % 3 == 0
+             else np.empty(nbytes, np.uint8))
+        b[:] = want if r == root else 0
+        comm.broadcast(b, root=root)
+        wrong += not np.array_equal(b, want)
+        b[:] = 0
+    return int(wrong)
+
+
 def _inputs(comm, i):
     """(rank, size, count, dtype, base, this rank's input, the sum) of call i."""
     r, n = comm.rank, comm.size
@@ -181,16 +205,27 @@ def _pause(comm, d, k, stop):
     if not _wait_file(os.path.join(d, f"go.{k}"), stop):
         return wrong
     mix = ("allgather", "reduce_scatter", "avg", "sum")
-    return wrong + _caught(comm, mix[k % 4] if os.environ.get("TEST_PAUSE_MIX") else "sum")
+    kind = os.environ.get("TEST_PAUSE_CAUGHT") or (
+        mix[k % 4] if os.environ.get("TEST_PAUSE_MIX") else "sum")
+    return wrong + _caught(comm, kind, k)
 
 
-def _caught(comm, kind):
+def _caught(comm, kind, k=0):
     """The collective the fault catches: an allreduce of 5 int64 (sum); with
     TEST_PAUSE_MIX, in turn an allgather, a reduce_scatter and an AVG allreduce of float64
-    too. Returns 1 if it came out wrong."""
+    too; with TEST_PAUSE_CAUGHT=bcast, an allreduce then two small broadcasts (a lazy tree,
+    whose root returns at once, and the allreduce that follows one) and an allreduce.
+    Returns 1 if it came out wrong."""
     r, n = comm.rank, comm.size
     x = np.arange(5) * (r + 1)
     total = np.arange(5) * (n * (n + 1) // 2)
+    if kind == "bcast":
+        comm.allreduce(x)
+        wrong = not np.array_equal(x, total)
+        wrong += bcasts(comm, k, 1000 + k)
+        x = np.arange(5) * (r + 1)
+        comm.allreduce(x)
+        return int(wrong + (not np.array_equal(x, total)))
     if kind == "avg":  # a re-run slice divides once (in its re-run), the rest once too
         a = x.astype(np.float64)
         comm.allreduce(a, op=nezha.AVG)
@@ -250,6 +285,10 @@ def main(stop, kind):
                 wrong += small(comm, done)
             elif kind == "kept":
                 wrong += kept(comm, done)
+            elif kind == "bcast":
+                # and an allgather: striped (NEZHA_MIN_RAIL_PIECE=16), it meets a cut of
+                # either rail (the broadcasts run whole on one)
+                wrong += bcasts(comm, done) + _caught(comm, "allgather")
             elif kind == "queued":
                 wrong += queued(comm, done)
             elif which == 0:

@@ -3,13 +3,18 @@
 # Each builder appends the ops of one slice on one channel to a Schedule.
 
 
-def tree_broadcast(Schedule sch, int chan, int root, uintptr_t buf, uint64_t count, bint tree):
-    """Broadcast from root: a binomial tree (small) or a pipelined chain (large)."""
+def tree_broadcast(Schedule sch, int chan, int root, uintptr_t buf, uint64_t count, bint tree,
+                   uintptr_t src=0):
+    """Broadcast from root: a binomial tree (small) or a pipelined chain (large). src: what
+    the root sends when not buf (a lazy tree re-run after the root returned: its kept copy,
+    buf being scratch)."""
     cdef int n = sch.size, v = _mod(sch.rank - root, n), ri = -1, k, low
     cdef uint64_t nbytes = count * sch.esize
     cdef char *p = <char *>buf
     if n == 1:
         return
+    if v == 0 and src != 0:
+        p = <char *>src
     if not tree:
         if v != 0:
             ri = sch.add(NZ_RECV, chan, sch.rank - 1, p, NULL, nbytes)

@@ -1,0 +1,61 @@
+"""The small broadcast with failover: a lazy binomial tree whose root and inner ranks return
+once their sends are handed to the rail, or, right after such a tree, an allreduce of zeros
+(two early trees in a row would let ranks run two of them ahead of a rank stuck in the
+first). Every result exact against numpy; every rank runs the same algorithm for each call
+(tests/workers/bcast_seq_worker.py). Rail cuts under them: tests/test_loop_faults.py."""
+import os
+import types
+
+import pytest
+
+from nezha._core import engine as _eng
+from nezha.planner import ALGO_RD, ALGO_TREE, Plan
+from tests.spawn import spawn
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORKER = os.path.join(ROOT, "tests", "workers", "bcast_seq_worker.py")
+
+
+def test_the_early_algorithm_is_the_tree():
+    assert _eng.RUN_EARLY_ALGO == ALGO_TREE
+
+
+def test_a_lazy_tree_keeps_the_collective_before_it_too():
+    """A lazy tree's root returns before any other rank entered it: the collective before
+    stays kept with it, until the next lazy one (never such a tree) proves both finished."""
+    st = _eng.RunState(10.0)
+    req = types.SimpleNamespace(name="x")
+    rd, tree = Plan([(0, 0, 1)], ALGO_RD), Plan([(0, 0, 1)], ALGO_TREE)
+    st.ran(rd, rd, 0, req, True, True, "in0")
+    assert st.kept(0)[4] == "in0" and not st.prev_early
+    st.ran(tree, tree, 1, req, True, True, "in1")
+    assert st.kept(0)[4] == "in0" and st.kept(1)[4] == "in1" and st.prev_early
+    st.ran(rd, rd, 2, req, True, True, "in2")
+    assert st.kept(0) is None and st.kept(1) is None and st.kept(2)[4] == "in2"
+    assert not st.prev_early
+    st.ran(tree, tree, 3, req, False, True, None)  # voted: every rank past it
+    assert st.pending is None and st.pending_prev is None and not st.prev_early
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 8])
+def test_small_broadcasts_in_sequences_are_exact(n):
+    """Every root, sizes 0, 1, primes and the 4 B-16 KiB boundaries, two rails (failover):
+    back to back (tree, allreduce, tree), after an allreduce and a barrier, queued, and on
+    kept buffers (the fast path must run what the slow path would plan)."""
+    env = {"NEZHA_RAILS": "loop", "NEZHA_TIMEOUT": "60"}
+    res = spawn(n, None, env=env, timeout=600, worker=WORKER)
+    for rc, r, out in res:
+        assert rc == 0 and r is not None, out[-3000:]
+        assert r["wrong"] == [], (r["wrong"][:10], out[-2000:])
+    algos = [[tuple(x) for x in r["algos"]] for _, r, _ in res]
+    assert all(a == algos[0] for a in algos), "ranks ran different algorithms"
+    if n > 1:
+        assert {"tree", "rd"} <= {a for a, _ in algos[0]}, set(algos[0])
+        # a lazy tree (some bytes) is never followed at once by another one; after anything
+        # else a small one is a tree again
+        seq = algos[0]
+        for (a, x), (b, y) in zip(seq, seq[1:]):
+            if a == "tree" and x > 0 and b == "tree":
+                assert y == 0, seq
+            if b == "rd":
+                assert a == "tree" and x > 0, seq
