@@ -240,7 +240,8 @@ class Communicator(Executor, Diagnose):
             r["bytes_sent"] += sent
             r["bytes_recv"] += recv
         times = self._engine.channel_times_ns()
-        return {"rank": self.rank, "size": self.size, "collectives": self._st.seq - self._st.base, "rails": rails,
+        return {"rank": self.rank, "size": self.size,
+                "collectives": self._st.seq - self._st.base, "rails": rails,
                 "last_plan": repr(self._st.last_plan),
                 "model": self.planner.model.summary(), "probe": dict(self.probe),
                 "alive": {self._mesh.chan_name(c): a for c, a in enumerate(self.planner.alive)},

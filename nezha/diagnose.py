@@ -171,8 +171,8 @@ class Diagnose:
             pending = list(self._st.queue)
             self._st.queue.clear()
         for r in pending:
-            r._finish(NezhaError(f"nezha: {r.name} #{r.seq - self._st.base} not run: an earlier operation "
-                                 f"failed: {exc}"))
+            r._finish(NezhaError(f"nezha: {r.name} #{r.seq - self._st.base} not run: an earlier "
+                                 f"operation failed: {exc}"))
         self._teardown()
 
 

@@ -216,8 +216,8 @@ class Executor:
                 self._cache[key] = (s, plan, ranges, lazy)
         req.schedule, req.plan = s, plan
         if log.enabled("INFO", "COLL"):
-            log.info("COLL", f"{req.name} #{req.seq - self._st.base} count {count} {DType(dt).name.lower()} "
-                     f"root {root} {plan}")
+            log.info("COLL", f"{req.name} #{req.seq - self._st.base} count {count} "
+                     f"{DType(dt).name.lower()} root {root} {plan}")
         # an in-place input is overwritten by partial sums, and a lazy collective may be
         # re-run after it returned: keep the input for that
         snap = src
@@ -373,9 +373,9 @@ class Executor:
         if not self._failover:
             raise RailSystemError(
                 f"nezha: rank {self.rank}: the INA rail at {self._ina.address} failed during "
-                f"{req.name} #{req.seq - self._st.base}, which ran whole on it; without failover (one TCP rail, "
-                f"or NEZHA_FAILOVER=n) that is an error (NEZHA_INA_SMALL=off keeps small "
-                f"allreduces on TCP): {err}") from err
+                f"{req.name} #{req.seq - self._st.base}, which ran whole on it; without failover "
+                f"(one TCP rail, or NEZHA_FAILOVER=n) that is an error (NEZHA_INA_SMALL=off keeps "
+                f"small allreduces on TCP): {err}") from err
         self._fo.ina_small_failed(req, plan, out, out.copy(), op)
 
     def _ina_small_rest(self, tmpl, seq, plan, result, err):

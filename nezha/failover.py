@@ -143,6 +143,11 @@ class Failover:
         self.cut = set()      # channels closed by a vote taken across two collectives
         self.chan_gen = {}    # channel: the generation of its connections (re-admission)
 
+    def _num(self, seq):
+        """What messages call collective seq (or index): the user's count, the library's
+        start-up calls before it left out (RunState.base)."""
+        return seq - self.c._st.base
+
     def _live_rails(self):
         m = 0
         for c, alive in enumerate(self.c.planner.alive):
@@ -155,10 +160,10 @@ class Failover:
         (they have a retarget: allreduce, allgather, reduce_scatter, alltoall, barrier, and
         reduce while small, which then runs as an allreduce), and the small broadcast, a
         tree whose root and inner ranks return early, or an allreduce right after such a
-        tree (RunState.ran keeps two collectives while the last is such a tree), small, on one channel or striped (every slice is a whole collective of
-        all ranks on its channel, so finishing any proves every rank entered; a rank behind
-        votes the slices it could not finish, and agree re-runs those, finishing the others
-        where they are).
+        tree (RunState.ran keeps two collectives while the last is such a tree), small, on
+        one channel or striped (every slice is a whole collective of all ranks on its
+        channel, so finishing any proves every rank entered; a rank behind votes the slices
+        it could not finish, and agree re-runs those, finishing the others where they are).
         Decided from what every rank knows alike (the plan, the planner's channels); while
         a rail is down every collective votes, which is also what re-admits it.
         Not one of no elements (a barrier excepted): its zero-byte ops count as done before
@@ -194,7 +199,7 @@ class Failover:
         bad = next((p for p, (c, _, _) in enumerate(table) if c < 0), None)
         if bad is not None:
             raise PeerError(f"nezha: rank {self.c.rank}: rank {bad} voted for collective "
-                            f"{table[bad][0]} during {req.name} #{req.seq - self.c._st.base}", peer=bad)
+                            f"{table[bad][0]} during {req.name} #{self._num(req.seq)}", peer=bad)
         return table, iheard
 
     def _heard_lately(self, nrails):
@@ -234,8 +239,8 @@ class Failover:
             failed_here = self.c._engine.failed_channels()
             table, iheard = self._vote(req, me, mask, _eng.VOTE_RUNNING if moving else 0)
             if log.enabled("TRACE", "HEALTH"):  # every striped collective votes: no f-string
-                log.trace("HEALTH", f"{req.name} #{req.seq - self.c._st.base} (collective {me}): rc {rc}, voted "
-                          f"{mask:#x}{' running' if moving else ''}; table {table}")
+                log.trace("HEALTH", f"{req.name} #{self._num(req.seq)} (collective {me}): rc {rc}, "
+                          f"voted {mask:#x}{' running' if moving else ''}; table {table}")
             same = self._stuck(same, table, req)
             colls = [c for c, _, _ in table]
             k = min(colls)
@@ -245,7 +250,7 @@ class Failover:
                     rc = self._resume(req, s, plan, lazy)
                 continue
             behind_mask = _voted_slices(table, me, len(ranges), self.c.rank,
-                                        f"{req.name} #{req.seq - self.c._st.base}")
+                                        f"{req.name} #{self._num(req.seq)}")
             if max(colls) > me:  # this rank is the one behind
                 behind_mask &= ~fixed
                 if behind_mask and lazy:
@@ -269,8 +274,9 @@ class Failover:
                     # peer's vote for collective 2^40 ended here, tests/test_fuzz.py)
                     p = colls.index(max(colls))
                     raise PeerError(f"nezha: rank {self.c.rank}: internal error: {req.name} "
-                                    f"#{req.seq - self.c._st.base} voted but was left behind: rank {p} voted "
-                                    f"from collective {colls[p]}, this rank is in {me}", peer=p)
+                                    f"#{self._num(req.seq)} voted but was left behind: rank {p} "
+                                    f"voted from collective {colls[p]}, this rank is in {me}",
+                                    peer=p)
                 # Finished here, with a channel set aside after its last byte (CHANFAIL):
                 # the ranks ahead finished it too. Voting again would only stop them again
                 # (they wait for this rank in the next collective); the next collective
@@ -282,8 +288,8 @@ class Failover:
                 raise CollectiveMismatch(
                     f"nezha: rank {self.c.rank}: rank {closing[0]} "
                     f"({self.c._mesh.peer_name(closing[0])}) closed the communicator while this "
-                    f"rank ran {req.name} #{req.seq - self.c._st.base}: the ranks called different numbers of "
-                    "collectives")
+                    f"rank ran {req.name} #{self._num(req.seq)}: the ranks called different "
+                    "numbers of collectives")
             dead = {plan.slices[i][0] for i in _bits(behind_mask)} | self.cut
             if dead:
                 self._mark_dead(sorted(dead), req, failed_here, iheard >> 32)
@@ -299,8 +305,8 @@ class Failover:
             plan = Plan(self.c.planner.resplit(failed, plan.esize), plan.algo, None, plan.esize)
             rerun += 1
             lost += len(failed)  # the lost work, in slices (bench/failover.py vs nezha sim)
-            log.info("HEALTH", f"{req.name} #{req.seq - self.c._st.base}: re-running {len(failed)} unfinished "
-                     f"slice(s) on {plan}")
+            log.info("HEALTH", f"{req.name} #{self._num(req.seq)}: re-running {len(failed)} "
+                     f"unfinished slice(s) on {plan}")
             s, ranges = self.c._schedule(req, plan, src)
             req.schedule = s
             rc = self.c._run(req, s, True, plan, lazy)
@@ -326,8 +332,8 @@ class Failover:
         if same is None or same[0] != table:
             return (table, now)
         if now - same[1] > self.c.timeout:
-            raise NezhaTimeout(f"nezha: rank {self.c.rank}: {req.name} #{req.seq - self.c._st.base}: the ranks' "
-                               f"votes did not converge within {self.c.timeout:g} s "
+            raise NezhaTimeout(f"nezha: rank {self.c.rank}: {req.name} #{self._num(req.seq)}: the "
+                               f"ranks' votes did not converge within {self.c.timeout:g} s "
                                f"(NEZHA_TIMEOUT); last table (collective, unfinished slices, "
                                f"flags) per rank: {table}")
         return same
@@ -351,12 +357,14 @@ class Failover:
             # last was an early-exit tree, RunState.ran): a vote from any other is a buggy
             # or hostile peer's (tests/fuzzpeer.py), or ours.
             kept = self.c._st.pending
-            kept = "none" if kept is None else f"collective {kept[0] - self.c._st.base} ({kept[2].name} #{kept[1] - self.c._st.base})"
+            kept = "none" if kept is None else (f"collective {self._num(kept[0])} "
+                                                f"({kept[2].name} #{self._num(kept[1])})")
             p = next(p for p, (c, _, _) in enumerate(table) if c == k)
             raise PeerError(f"nezha: rank {self.c.rank}: rank {p} "
-                            f"({self.c._mesh.peer_name(p)}) voted to re-run collective {k - self.c._st.base}, "
-                            f"which no rank can still need: this rank is in collective "
-                            f"{self.c._st.ncoll - self.c._st.base} ({req.name} #{req.seq - self.c._st.base}) and kept {kept}; "
+                            f"({self.c._mesh.peer_name(p)}) voted to re-run collective "
+                            f"{self._num(k)}, which no rank can still need: this rank is in "
+                            f"collective {self._num(self.c._st.ncoll)} ({req.name} "
+                            f"#{self._num(req.seq)}) and kept {kept}; "
                             f"vote table {table}", peer=p)
         _, seq, tmpl, pplan, psnap = got  # tmpl: the call's Request, or the
         # one the fast path's entry was made from (same buffers, only seq differs)
@@ -385,8 +393,8 @@ class Failover:
                 self._ina_send_result(req, plan, table, me, out, None)
                 self.c._st.ran(plan, plan, req.seq, req, True, True, out.copy())
                 return
-            log.warn("HEALTH", f"{req.name} #{req.seq - self.c._st.base}: no rank got its result from the INA "
-                     "rail: re-running it on the TCP rails")
+            log.warn("HEALTH", f"{req.name} #{self._num(req.seq)}: no rank got its result from the "
+                     "INA rail: re-running it on the TCP rails")
             self.c._ina._drop()
             self.c._st.ran(plan, plan, req.seq, req, False, True, None)
             np.copyto(out, inp)
@@ -425,8 +433,8 @@ class Failover:
         live = [c for c, a in enumerate(self.c.planner.alive) if a and c not in self.cut]
         if not live:
             raise RailSystemError(
-                f"nezha: rank {self.c.rank}: every rail failed during {req.name} #{req.seq - self.c._st.base}: no "
-                "path is left to the other ranks")
+                f"nezha: rank {self.c.rank}: every rail failed during {req.name} "
+                f"#{self._num(req.seq)}: no path is left to the other ranks")
         chan = live[0]
         self.generation += 1
         t0 = time.time()
@@ -447,19 +455,19 @@ class Failover:
                 rc = eng.progress(sch, _eng.now_ns() + int(self.c.timeout * 1e9))
             if rc != _eng.ERR_OK:
                 raise RailSystemError(
-                    f"nezha: rank {self.c.rank}: re-running {req.name} #{req.seq - self.c._st.base} on rail "
-                    f"{self.c._mesh.chan_name(chan)} failed too (engine status {rc})",
+                    f"nezha: rank {self.c.rank}: re-running {req.name} #{self._num(req.seq)} on "
+                    f"rail {self.c._mesh.chan_name(chan)} failed too (engine status {rc})",
                     rail=self.c._mesh.chan_name(chan))
             eng.finish(sch)
         finally:
             eng.close()
             for sock in socks.values():
                 sock.close()
-        log.warn("HEALTH", f"{req.name} #{req.seq - self.c._st.base}: re-ran {bin(mask).count('1')} slice(s) "
-                 f"on a fresh connection of {self.c._mesh.chan_name(chan)} "
+        log.warn("HEALTH", f"{req.name} #{self._num(req.seq)}: re-ran {bin(mask).count('1')} "
+                 f"slice(s) on a fresh connection of {self.c._mesh.chan_name(chan)} "
                  f"({(time.time() - t0) * 1e3:.1f} ms)"
-                 f"{'' if during is None else f' while in {during.name} #{during.seq - self.c._st.base}'}")
-        self.c._events.append({"event": "rerun", "collective": req.name, "seq": req.seq - self.c._st.base,
+                 f"{'' if during is None else f' while in {during.name} #{self._num(during.seq)}'}")
+        self.c._events.append({"event": "rerun", "collective": req.name, "seq": self._num(req.seq),
                              "channel": self.c._mesh.chan_name(chan), "time": time.time()})
 
     def _cut_channels(self, chans, req):
@@ -472,12 +480,12 @@ class Failover:
             self.cut.add(c)
             self._close_fds(c)
             self.c._events.append({"event": "down", "channel": self.c._mesh.chan_name(c),
-                                 "collective": req.name, "seq": req.seq - self.c._st.base,
+                                 "collective": req.name, "seq": self._num(req.seq),
                                  "why": "a rank could not finish on it", "peer": None,
                                  "time": time.time(), "detect_ms": None,
                                  "gen": self.chan_gen.get(c, 0)})
             log.warn("HEALTH", f"rail {self.c._mesh.chan_name(c)} failed during {req.name} "
-                     f"#{req.seq - self.c._st.base}; re-running it on another rail")
+                     f"#{self._num(req.seq)}; re-running it on another rail")
 
     def _close_fds(self, c):
         # its rail is heard steadily (re-admission) only from now on
@@ -515,8 +523,8 @@ class Failover:
             if s.moved():
                 raise RailSystemError(
                     f"nezha: rank {self.c.rank}: rail {self.c._mesh.chan_name(chan)} failed during "
-                    f"{req.name} #{req.seq - self.c._st.base}: a send/recv cannot move to another rail once its "
-                    "bytes have started", rail=self.c._mesh.chan_name(chan))
+                    f"{req.name} #{self._num(req.seq)}: a send/recv cannot move to another rail "
+                    "once its bytes have started", rail=self.c._mesh.chan_name(chan))
             plan = planfn()
             s, _ = self.c._schedule(req, plan, src)
             req.schedule = s
@@ -545,11 +553,12 @@ class Failover:
             name = self.c._mesh.chan_name(c)
             w, p = why.get(c, ("reported by another rank", None))
             self.c._events.append({"event": "down", "channel": name, "collective": req.name,
-                                 "seq": req.seq - self.c._st.base, "why": w, "peer": p, "time": time.time(),
+                                 "seq": self._num(req.seq), "why": w, "peer": p,
+                                 "time": time.time(),
                                  "detect_ms": next((ns / 1e6 for cc, _, _, _, ns in failed_here
                                                     if cc == c), None),
                                  "gen": self.chan_gen.get(c, 0)})
-            log.warn("HEALTH", f"rail {name} failed during {req.name} #{req.seq - self.c._st.base} "
+            log.warn("HEALTH", f"rail {name} failed during {req.name} #{self._num(req.seq)} "
                      f"({w}{'' if p is None else f' with rank {p}'}); rerouting to "
                      f"{[self.c._mesh.chan_name(x) for x, a in enumerate(self.c.planner.alive) if a]}")
         self._alive_changed()
@@ -558,8 +567,9 @@ class Failover:
             self._readmit(heard_now, req, "at once: it was the last rail left")
         if not any(self.c.planner.alive):
             raise RailSystemError(
-                f"nezha: rank {self.c.rank}: every rail failed during {req.name} #{req.seq - self.c._st.base} "
-                f"({', '.join(self.c._mesh.chan_name(c) for c in range(self.c.nchan))}): "
+                f"nezha: rank {self.c.rank}: every rail failed during {req.name} #"
+                f"{self._num(req.seq)} ("
+                f"{', '.join(self.c._mesh.chan_name(c) for c in range(self.c.nchan))}): "
                 "no path is left to the other ranks")
 
     def _readmit(self, iheard, req, how="cold"):
@@ -578,11 +588,11 @@ class Failover:
             name = self.c._mesh.chan_name(c)
             down = next((e for e in reversed(self.c._events)
                          if e["event"] == "down" and e["channel"] == name), None)
-            self.c._events.append({"event": "up", "channel": name, "seq": req.seq - self.c._st.base,
+            self.c._events.append({"event": "up", "channel": name, "seq": self._num(req.seq),
                                  "time": time.time(), "gen": self.generation,
                                  "down_s": None if down is None else time.time() - down["time"]})
             log.warn("HEALTH", f"rail {name} answers again: re-admitted ({how}) after "
-                     f"{req.name} #{req.seq - self.c._st.base}")
+                     f"{req.name} #{self._num(req.seq)}")
         self._alive_changed()
 
     def _alive_changed(self):
@@ -594,7 +604,7 @@ class Failover:
 
     def _vote_error(self, rc, req):
         _, peer, eno, _ = self.c._engine.error()
-        name = f"{req.name} #{req.seq - self.c._st.base}"
+        name = f"{req.name} #{self._num(req.seq)}"
         who = f"rank {peer} ({self.c._mesh.peer_name(peer)})" if peer >= 0 else "a rank"
         if rc == _eng.ERR_CLOSED:
             msg = self.c._pending_abort(peer, 0.3) if peer >= 0 else None

@@ -58,9 +58,9 @@ class Request:
                 finally:
                     self.comm._st.waiters -= 1
             if not done:
-                raise NezhaTimeout(f"nezha: {self.name} #{self.seq - self.comm._st.base} not finished within "
-                                   f"{timeout} s (it is still running; wait again or close the "
-                                   "communicator)")
+                raise NezhaTimeout(f"nezha: {self.name} #{self.seq - self.comm._st.base} not "
+                                   f"finished within {timeout} s (it is still running; wait again "
+                                   "or close the communicator)")
         if self.error is not None:
             raise self.error
         return self.result
