@@ -310,7 +310,11 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
     Param("MIN_RAIL_PIECE", "size", "auto", help=(
         "Smallest piece of a segment sent on one rail: a segment goes over fewer rails when "
         "splitting it over all of them would give smaller pieces, because per-message costs "
-        "then outweigh the extra bandwidth. The pieces are judged by the rails' overall "
+        "then outweigh the extra bandwidth. A split's pieces finish together, so they are "
+        "judged by time: a rail is kept while the fastest rail's piece is at least this "
+        "(equal rails: every piece; 400 + 100 Mbit/s: from 1.25x it, where the 100's fifth "
+        "runs as long as the 400's four fifths; by the slow rail's own bytes, until session "
+        "25, from 5x). The pieces are judged by the rails' overall "
         "measured rates (nominal until measured), not by one size's own, so that a rail a "
         "size left out is not kept out by numbers it can no longer update. inf never splits "
         "a segment. auto: by the job's host layout and crowding, the same on every rank: 32k "

@@ -22,7 +22,7 @@ def _setup(votes, reruns):
     rerun_s = _Sched("rerun", True)
     c = types.SimpleNamespace(
         rank=0, size=4, _events=[], config={"RAIL_TIMEOUT": 0.06},
-        _st=types.SimpleNamespace(ncoll=5),
+        _st=types.SimpleNamespace(ncoll=5, base=0),
         planner=types.SimpleNamespace(alive=[True, True],
                                       resplit=lambda slices, es: [(1, 0, 7)]))
     c._engine = types.SimpleNamespace(

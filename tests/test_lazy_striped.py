@@ -49,7 +49,7 @@ def _behind(table, rc, done, resumed_done):
     calls = []
     c = types.SimpleNamespace(
         rank=0, size=4, _events=[], config={"RAIL_TIMEOUT": 0.06},
-        _st=types.SimpleNamespace(ncoll=5),
+        _st=types.SimpleNamespace(ncoll=5, base=0),
         planner=types.SimpleNamespace(alive=[True, True]))
     s = _Sched(done)
     c._engine = types.SimpleNamespace(

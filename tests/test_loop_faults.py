@@ -299,17 +299,11 @@ def test_small_striped_collectives_are_lazy_and_survive_faults(tmp_path, transpo
     assert all(results[0]["alive"].values()), results[0]["alive"]
 
 
-def test_ranks_behind_in_a_striped_small_collective_are_helped(tmp_path):
-    """Small allgathers and reduce_scatters striped over both rails (recursive doubling of
-    blocks, NEZHA_MIN_RAIL_PIECE=16 B). Each fault is set while the ranks wait
-    (failover_worker._pause), then they run one such collective: rank 3 (then 2) goes deaf
-    on one rail, so ranks 0 and 2 (1 and 3) finish it and return (lazy: no vote), the
-    others cannot finish that rail's slice. They are helped: all four re-run that slice
-    over a fresh connection (a "rerun" event on rank 0), the ranks behind finish the other
-    slice where it was; every result exact (also an AVG allreduce of floats and a sum,
-    whole on one rail). Before session 20 a striped one voted at its end: no rank was ever
-    behind in one (no allgather or reduce_scatter "rerun" event: this test failed)."""
-    d = tmp_path / "inject"  # apart from the ranks' ready.{rank}
+def _deafen_at_each_pause(tmp_path):
+    """(dir, inject): at each of 4 pauses of the ranks (failover_worker._pause, files in
+    dir, apart from the ranks' ready.{rank}) rank 3 (then 2) goes deaf on rail k % 2 while
+    they run what follows the pause, is healed 0.8 s later and re-admitted."""
+    d = tmp_path / "inject"
     d.mkdir()
 
     def inject(table, ranks):
@@ -326,6 +320,20 @@ def test_ranks_behind_in_a_striped_small_collective_are_helped(tmp_path):
             time.sleep(1.5)  # the rail is re-admitted
         ranks.wait("every rail alive at the end", lambda st: all(s["alive"] for s in st))
 
+    return d, inject
+
+
+def test_ranks_behind_in_a_striped_small_collective_are_helped(tmp_path):
+    """Small allgathers and reduce_scatters striped over both rails (recursive doubling of
+    blocks, NEZHA_MIN_RAIL_PIECE=16 B). Each fault is set while the ranks wait
+    (failover_worker._pause), then they run one such collective: rank 3 (then 2) goes deaf
+    on one rail, so ranks 0 and 2 (1 and 3) finish it and return (lazy: no vote), the
+    others cannot finish that rail's slice. They are helped: all four re-run that slice
+    over a fresh connection (a "rerun" event on rank 0), the ranks behind finish the other
+    slice where it was; every result exact (also an AVG allreduce of floats and a sum,
+    whole on one rail). Before session 20 a striped one voted at its end: no rank was ever
+    behind in one (no allgather or reduce_scatter "rerun" event: this test failed)."""
+    d, inject = _deafen_at_each_pause(tmp_path)
     env = {"NEZHA_MIN_RAIL_PIECE": "16", "TEST_INJECT_DIR": str(d), "TEST_PAUSE_MIX": "1"}
     results, out = _run(tmp_path, "small", "loop", inject, env)
     assert all(results), out
@@ -384,23 +392,7 @@ def test_ranks_two_behind_a_lazy_tree_are_helped(tmp_path):
     ("rerun" events for both on rank 0); every result exact. On main there was no lazy tree
     (a small broadcast ran as an allreduce): no broadcast was ever re-run for a rank behind
     (this failed)."""
-    d = tmp_path / "inject"
-    d.mkdir()
-
-    def inject(table, ranks):
-        for k in range(4):
-            (d / f"arm.{k}").write_text("")
-            deadline = time.time() + 60
-            while not all((d / f"paused.{k}.{r}").exists() for r in range(4)):
-                assert time.time() < deadline, f"the ranks did not pause ({k})"
-                time.sleep(0.02)
-            table.deafen(k % 2, [3 - k % 2], 4)
-            (d / f"go.{k}").write_text("")
-            time.sleep(0.8)
-            table.heal()
-            time.sleep(1.5)  # the rail is re-admitted
-        ranks.wait("every rail alive at the end", lambda st: all(s["alive"] for s in st))
-
+    d, inject = _deafen_at_each_pause(tmp_path)
     env = {"TEST_INJECT_DIR": str(d), "TEST_PAUSE_CAUGHT": "bcast"}
     results, out = _run(tmp_path, "small", "loop", inject, env)
     assert all(results), out

@@ -69,6 +69,19 @@ def now_ns():
     return nz_now_ns()
 
 
+cdef bint _hold(pthread_mutex_t *m, double seconds) noexcept nogil:
+    """Tests: hold m for seconds as a thread descheduled in the middle of its work would;
+    False (at once) if another thread has it."""
+    cdef int64_t end
+    if pthread_mutex_trylock(m) != 0:
+        return False
+    end = nz_now_ns() + <int64_t>(seconds * 1e9)
+    while nz_now_ns() < end:
+        usleep(1000)
+    pthread_mutex_unlock(m)
+    return True
+
+
 cdef inline int _mod(int a, int n) noexcept nogil:
     a %= n
     return a + n if a < 0 else a
@@ -580,34 +593,22 @@ cdef class Engine:
     def hold_ctrl_read(self, int i, double seconds):
         """Tests: hold control endpoint i's read lock for seconds, as the engine holds it
         while it reads there (a reader descheduled in the middle). False if it was taken."""
-        cdef int64_t end
         if not self.has_health or i < 0 or i >= self.h.n:
             return False
-        with nogil:
-            if pthread_mutex_trylock(&self.h.rlock[i]) != 0:
-                end = -1
-            else:
-                end = nz_now_ns() + <int64_t>(seconds * 1e9)
-                while nz_now_ns() < end:
-                    usleep(1000)
-                pthread_mutex_unlock(&self.h.rlock[i])
-        return end >= 0
+        cdef bint held
+        with nogil:  # other threads (a run, the health thread) go on meanwhile
+            held = _hold(&self.h.rlock[i], seconds)
+        return held
 
     def hold_ctrl_write(self, int i, double seconds):
         """Tests: hold control endpoint i's write lock for seconds, as a thread sending a
         frame there holds it (descheduled in the middle). False if it was taken."""
-        cdef int64_t end
         if not self.has_health or i < 0 or i >= self.h.n:
             return False
-        with nogil:
-            if pthread_mutex_trylock(&self.h.wlock[i]) != 0:
-                end = -1
-            else:
-                end = nz_now_ns() + <int64_t>(seconds * 1e9)
-                while nz_now_ns() < end:
-                    usleep(1000)
-                pthread_mutex_unlock(&self.h.wlock[i])
-        return end >= 0
+        cdef bint held
+        with nogil:  # other threads (a run, the health thread) go on meanwhile
+            held = _hold(&self.h.wlock[i], seconds)
+        return held
 
     def peer_vote(self, int64_t seq):
         """Lowest collective index among the peers that have started vote seq, or None."""
