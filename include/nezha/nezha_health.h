@@ -123,7 +123,8 @@ static inline int nz_health_send_locked(nz_health_t *h, int32_t i, const char *b
     int64_t give_up = nz_health_now() + 20000000LL;
     const nz_ctrl_t *c = &h->ctrl[i];
     while (off < len) {
-        struct iovec iov = {buf + off, len - off};
+        /* iov_base is not const; sendv only reads it */
+        struct iovec iov = {(void *)(buf + off), len - off};
         ssize_t k = c->tr->sendv(c->tx, &iov, 1);
         if (k > 0) { off += (size_t)k; continue; }
         if (k == 0 && off > 0 && nz_health_now() < give_up) {
