@@ -318,8 +318,7 @@ class Planner:
         rate the bytes cost 1.5x too much at 4 ranks and every switch point sat 1.5x low
         (reduce_scatter 16 KiB on the ring, 0.75x Open MPI; session 25)."""
         rails = max(self.nchan // self.nconns, 1)
-        mbps = getattr(self, "_mbps", None)
-        n = self.ranks
+        mbps, n = self._mbps, self.ranks
         scale = (2 * (n - 1) / n if self._ring_payload and self.rail_alpha is not None and n > 1
                  and self.probe_link_rates else 1.0)
         self.rail_rates = ([RAIL_RATE] * rails if not mbps or len(mbps) != rails else

@@ -593,21 +593,19 @@ cdef class Engine:
     def hold_ctrl_read(self, int i, double seconds):
         """Tests: hold control endpoint i's read lock for seconds, as the engine holds it
         while it reads there (a reader descheduled in the middle). False if it was taken."""
-        if not self.has_health or i < 0 or i >= self.h.n:
-            return False
-        cdef bint held
-        with nogil:  # other threads (a run, the health thread) go on meanwhile
-            held = _hold(&self.h.rlock[i], seconds)
-        return held
+        return self._hold_ctrl(self.h.rlock, i, seconds)
 
     def hold_ctrl_write(self, int i, double seconds):
         """Tests: hold control endpoint i's write lock for seconds, as a thread sending a
         frame there holds it (descheduled in the middle). False if it was taken."""
+        return self._hold_ctrl(self.h.wlock, i, seconds)
+
+    cdef bint _hold_ctrl(self, pthread_mutex_t *locks, int i, double seconds):
+        cdef bint held
         if not self.has_health or i < 0 or i >= self.h.n:
             return False
-        cdef bint held
         with nogil:  # other threads (a run, the health thread) go on meanwhile
-            held = _hold(&self.h.wlock[i], seconds)
+            held = _hold(&locks[i], seconds)
         return held
 
     def peer_vote(self, int64_t seq):
