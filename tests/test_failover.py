@@ -16,14 +16,22 @@ pytestmark = pytest.mark.lab
 
 def _run(lab, kind, inject, tmp_path, env_extra=None, np_=4):
     stop = str(tmp_path / "stop")
+    up = tmp_path / "up"  # ready.<rank> once a rank has done 5 collectives
+    up.mkdir()
     env = dict(os.environ, PYTHONPATH=ROOT, NEZHA_SOCKET_IFNAME="rail0,rail1",
-               NEZHA_READMIT="0.3", NEZHA_TIMEOUT="30", **(env_extra or {}))
+               NEZHA_READMIT="0.3", NEZHA_TIMEOUT="30", TEST_READY_DIR=str(up),
+               **(env_extra or {}))
     box = {}
     t = threading.Thread(target=lambda: box.update(r=lab.run(
         [sys.executable, WORKER, stop, kind], np=np_, env=env, timeout=300, capture=True)))
     t.start()
     try:
-        time.sleep(3)
+        # inject once every rank runs collectives: a fixed wait lost the whole fault
+        # sequence when start-up took longer on a loaded CI machine (done=0 on every rank)
+        deadline = time.time() + 120
+        while (len(list(up.glob("ready.*"))) < np_ and t.is_alive()
+               and time.time() < deadline):
+            time.sleep(0.05)
         inject()
     finally:
         open(stop, "w").close()
@@ -43,7 +51,8 @@ def test_results_exact_across_repeated_failures(lab, mode, tmp_path):
             lab.fail(1 + k % 3, k % 2, mode)
             time.sleep(0.8)
             lab.heal(1 + k % 3, k % 2)
-            time.sleep(2.0)
+            _until_alive(tmp_path / "up")  # re-admitted on every rank before the next
+            time.sleep(0.5)
 
     res, results, out = _run(lab, "all", inject, tmp_path)
     assert res.returncode == 0 and len(results) == 4, out[-4000:]
@@ -56,6 +65,26 @@ def test_results_exact_across_repeated_failures(lab, mode, tmp_path):
     # a re-run says how much it lost: at least one slice, never more than the plan had
     assert all(1 <= e["rerun_slices"] <= 64 for e in events if "rerun_done_s" in e), events
     assert all(results[0]["alive"].values()), results[0]["alive"]
+
+
+def _until_alive(up, np_=4, timeout=60):
+    """Wait until every rank has written a fresh status (failover_worker._status: a
+    collective done since this call) with every channel alive: a re-admission takes about a
+    second, more on a loaded machine, where a fixed sleep lost it."""
+    def status():
+        try:
+            return [json.loads((up / f"status.{r}").read_text()) for r in range(np_)]
+        except (OSError, ValueError):  # not written yet, or being replaced
+            return None
+    deadline = time.time() + timeout
+    before = None
+    while True:
+        st = status()
+        before = before or ([s["done"] for s in st] if st else None)
+        if st and before and all(s["alive"] and s["done"] > b for s, b in zip(st, before)):
+            return
+        assert time.time() < deadline, f"not re-admitted on every rank in {timeout} s: {st}"
+        time.sleep(0.05)
 
 
 def _paused(d, k, timeout=60):
@@ -153,13 +182,14 @@ def test_last_rail_lost_is_an_error(lab, tmp_path):
         lab.heal(2, 0)
         lab.heal(2, 1)
 
-    t0 = time.time()
-    res, results, out = _run(lab, "allreduce", inject, tmp_path)
+    t0 = []
+    res, results, out = _run(lab, "allreduce", lambda: (t0.append(time.time()), inject()),
+                             tmp_path)
     assert len(results) == 4, out[-4000:]
     for r in results:
         assert r["error"] in ("RailSystemError", "PeerUnreachable", "PeerError", "NezhaTimeout"), r
         assert r["wrong"] == 0
-        assert r["t"] - t0 < 30, r  # well inside NEZHA_TIMEOUT: detected, not timed out
+        assert r["t"] - t0[0] < 30, r  # well inside NEZHA_TIMEOUT: detected, not timed out
     text = " ".join(r["msg"] for r in results)
     assert "rank 2" in text and "every rail" in text, text
 
