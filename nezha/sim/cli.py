@@ -247,7 +247,8 @@ def _lab_ina(a, doc, cal, system="nezha-ina"):
     alpha = [C.alpha_of(cal, rates_bps[i] / 8) if cal["rails"] else 0.0 for i in tcp]
     gap = BL.small_latency((doc.get("summary") or {}).get("allreduce", {}).get(system) or [])
     fab, pl, off, prm, _ = I.rail_of(doc, runs[0])
-    rail = I.Rail(pl, off, prm, fab, alpha, gap)
+    from nezha.sim.bucket import LAB_PEAK_BPS
+    rail = I.Rail(pl, off, prm, fab, alpha, gap, rtt_rate=LAB_PEAK_BPS / 8)
     rep = I.replays(doc, alpha, size(a.min_size), refill=a.refill) if a.replay else None
     rows = []
     for nb, t in meas:

@@ -138,7 +138,7 @@ def ina_part(ranks, nelem, esize, prm, chan, rtt_s=None, agg=None):
                   np.r_[np.ones(n, bool), np.zeros(2 * n, bool)], (dep_t, dep_p, dep_k),
                   step=np.r_[np.zeros(n), np.ones(n), np.full(n, 2)],
                   label=f"nezha INA allreduce {n} ranks, {nelem} elements, {prm.describe()}")
-    if rtt_s:
+    if rtt_s and nch > prm.window:  # a collective of at most W datagrams is in flight whole
         cap = prm.window * (prm.chunk_bytes + prm.overhead) / rtt_s
         wl.rate_cap = np.full(3 * n, cap)
     wl.ina_chunks = nch
@@ -228,7 +228,10 @@ class Rail:
     learning after it, as the communicator does both."""
 
     def __init__(self, pl, off, prm, fab, alpha_tcp, agree_s=0.0, copy_rate=None,
-                 latency=0.0):
+                 latency=0.0, rtt_rate=None):
+        """rtt_rate: B/s a datagram crosses a link at in the window's round trip (default
+        the INA rail's rate; the lab's tbf passes it at the bucket's peak while it holds
+        tokens, rail_of gives that)."""
         self.pl, self.off, self.prm, self.fab = pl, off, prm, fab
         self.n = pl.ranks
         self.ina_rail = fab.rails - 1
@@ -237,7 +240,8 @@ class Rail:
                               "INA rail, with an aggregator (aggregator_gbps)")
         a = list(np.broadcast_to(np.asarray(alpha_tcp, float), (self.ina_rail,)))
         self.alpha = a + [ina_alpha(max(a) if a else 0.0)]
-        self.rtt_s = rtt(prm, fab.rates[self.ina_rail] * 1e9 / 8, latency, self.alpha[-1])
+        self.rtt_s = rtt(prm, rtt_rate or fab.rates[self.ina_rail] * 1e9 / 8, latency,
+                         self.alpha[-1])
         self.host_of = np.r_[fab.place(self.n), fab.agg_host]
         self.agree_s, self.copy_rate = float(agree_s), copy_rate
 
@@ -338,7 +342,8 @@ def replays(doc, alpha, min_size=64 << 10, refill=True, system="nezha-ina", copy
             continue
         for tbf in (False, True):
             fab, pl, off, prm, bps = rail_of(doc, run)
-            rail = Rail(pl, off, prm, fab, alpha, gap if agree else 0.0, copy_rate)
+            rail = Rail(pl, off, prm, fab, alpha, gap if agree else 0.0, copy_rate,
+                        rtt_rate=B.LAB_PEAK_BPS / 8)
             bk = B.lab_buckets(fab, bps)
             if not tbf:
                 bk.burst[bk.shaped] = 0.0
