@@ -19,7 +19,7 @@ from nezha.sim import network as NW
 from nezha.sim.fabric import FabricError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LAB = os.path.join(ROOT, "docs/results/session26/ina-sim/compare.json.gz")
+LAB = os.path.join(ROOT, "docs/results/session26/ina-sim")
 
 
 def _rail(n=4, rates=(0.4, 0.4), alpha=0.0, overrides=None, prm=None):
@@ -149,15 +149,30 @@ def test_bad_input_names_the_parameter():
         NW.simulate(wl, fab, np.r_[fab.place(4), fab.agg_host], "rail", 1, 0.0)
 
 
-@pytest.mark.skipif(not os.path.exists(LAB), reason="no stored nezha-ina lab run")
-def test_replay_of_the_lab_run_within_10_percent():
+@pytest.mark.parametrize("run", ["compare-400mbit", "compare-400mbit-100mbit",
+                                 "compare-100mbit-400mbit"])
+def test_replay_of_the_lab_runs_within_10_percent(run):
+    """Session 26's lab runs of nezha-ina (TCP on rail0 + INA on rail1, 4 hosts x 1 rank, 3
+    runs each, docs/results/session26/ina-sim): the replay with tbf buckets against the bench's
+    row, 2-64 MiB: the sizes split over TCP and INA (replayed from 2 MiB, which starts the
+    split model cold as the lab's did: smaller sizes never feed it). The smaller sizes run
+    on one TCP rail (the one-rail replay, tests/test_sim_bucket.py): 256 KiB-1 MiB hold
+    (+0.7 ... +5.4 %), 64-128 KiB miss (-24 ... +12 %: rank skew, docs/sim.md)."""
     from nezha.sim import calibrate as C
-    doc = C._load(LAB)
-    meas = dict(C.measured(LAB, "nezha-ina"))
-    sizes = [s for s in (64 << 10, 1 << 20, 2 << 20, 16 << 20, 64 << 20) if s in meas]
-    assert sizes, "the stored run has no nezha-ina allreduce rows"
-    rep = I.replays(doc, [0.0])
+    path = os.path.join(LAB, run, "compare.json.gz")
+    doc = C._load(path)
+    meas = dict(C.measured(path, "nezha-ina"))
+    cal = C.calibrate([path])
+    rates = doc["lab"]["rates_bps"]
+    # the first run's calls (the three runs' schedules differ in a few calls at most)
+    rep = I.replays(doc, [C.alpha_of(cal, rates[0] / 8)], 2 << 20, variants=(True,),
+                    max_runs=1)[True]
+    sizes = [s for s in sorted(meas) if s >= 2 << 20]
+    assert len(sizes) == 6 and len(rep) == 1
     for nb in sizes:
-        pred = float(np.median([x[nb] for x in rep[True] if nb in x]))
+        pred = rep[0][nb]
         err = (pred - meas[nb]) / meas[nb]
-        assert abs(err) < 0.10, (nb, pred, meas[nb], err)
+        assert abs(err) < 0.10, (run, nb, pred, meas[nb], err)
+    # and the split the replay ran is the one nezha's planner makes: 2 MiB and up split
+    assert I.route(I.rail_of(doc, doc["runs"][0] if doc["runs"][0]["system"] == "nezha-ina"
+                             else doc["runs"][1])[2], 2 << 20)[0] == "split"

@@ -324,23 +324,23 @@ def rail_of(doc, run):
 
 
 def replays(doc, alpha, min_size=64 << 10, refill=True, system="nezha-ina", copy_rate=None,
-            agree=True):
+            agree=True, variants=(False, True), max_runs=None):
     """Every nezha-ina allreduce run of a compare document, replayed as benchloop.replays
     replays nezha's TCP runs (the bench's calls in order, the planner and the split model
     learning as the ranks' did, a barrier between calls): {False: [...], True: [...]}, one
     {nbytes: predicted s} per run, flat links (False) or with the lab's tbf buckets (True).
     A split call starts with the copy of its INA share and ends with the agreement (the
-    lab's small-allreduce latency, as the barrier). alpha: the TCP rails' s per transfer."""
+    lab's small-allreduce latency, as the barrier). alpha: the TCP rails' s per transfer.
+    variants: which of flat (False) and tbf (True) to run; max_runs: the first so many runs."""
     from nezha.sim import benchloop as BL
     from nezha.sim import bucket as B
     gap = BL.small_latency((doc.get("summary") or {}).get("allreduce", {}).get(system) or [])
     budget = (doc.get("options") or {}).get("time_budget")
     out = {False: [], True: []}
-    for run in doc.get("runs") or []:
-        if run.get("system") != system or run.get("collective") != "allreduce" \
-                or not run.get("doc"):
-            continue
-        for tbf in (False, True):
+    runs = [run for run in doc.get("runs") or [] if run.get("system") == system
+            and run.get("collective") == "allreduce" and run.get("doc")]
+    for run in runs[:max_runs]:
+        for tbf in variants:
             fab, pl, off, prm, bps = rail_of(doc, run)
             rail = Rail(pl, off, prm, fab, alpha, gap if agree else 0.0, copy_rate,
                         rtt_rate=B.LAB_PEAK_BPS / 8)

@@ -10,7 +10,7 @@ export PYTHONPATH=$PWD
 for rates in 400mbit 400mbit,100mbit 100mbit,400mbit; do
   name=compare-${rates/,/-}
   timeout 1200 $PY -m nezha bench compare --ina 1 --rates "$rates" --collectives allreduce \
-      --systems nezha-ina,nezha-rail0 --min-size 64K --max-size 64M --reps 2 --max-minutes 8 \
+      --systems nezha-ina,nezha-rail0 --min-size 64K --max-size 64M --reps ${REPS:-3} --time-budget ${BUDGET:-1} --max-minutes 8 \
       --out "$OUT/$name" > "$OUT/$name.log" 2>&1
   echo "$rates rc $?"
 done
