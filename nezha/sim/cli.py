@@ -199,21 +199,7 @@ def cmd_lab(a):
                    "predicted_us": r.time * 1e6,
                    "error_pct": 100 * (r.time - t) / t, "plan": repr(plan)}
             if rep:
-                # the slowest rank's mean: the model starts every rank at once, so its time
-                # is the collective's span; the bench's row averages ranks whose clocks
-                # start at their own barrier exits
-                slow = BL.slowest(doc, system, nb)
-                row["slowest_us"] = slow * 1e6
-                sp = BL.span(doc, system, nb)  # runs with every rank's call times
-                row["span_us"] = sp * 1e6
-                for tbf, name in ((False, "replay"), (True, "replay_tbf")):
-                    # the bench's row is the median over its runs: so is the prediction
-                    v = float(np.median([x[nb] for x in rep[tbf] if nb in x])) \
-                        if any(nb in x for x in rep[tbf]) else float("nan")
-                    row[f"{name}_us"] = v * 1e6
-                    row[f"{name}_pct"] = 100 * (v - t) / t
-                    row[f"{name}_vs_slowest_pct"] = 100 * (v - slow) / slow
-                    row[f"{name}_vs_span_pct"] = 100 * (v - sp) / sp
+                _replay_cols(row, doc, system, nb, t, rep)
             rows.append(row)
     rows += _lab_ina(a, doc, cal)
     print(f"# {a.file}: {n} hosts, rails {', '.join(f'{x / 1e6:g} Mbit/s' for x in rates_bps)}; "
@@ -258,17 +244,29 @@ def _lab_ina(a, doc, cal, system="nezha-ina"):
                "error_pct": 100 * (p - t) / t,
                "plan": f"{got['route']} k={got['k']} ({prm.describe()})"}
         if rep:
-            slow, sp = BL.slowest(doc, system, nb), BL.span(doc, system, nb)
-            row["slowest_us"], row["span_us"] = slow * 1e6, sp * 1e6
-            for tbf, name in ((False, "replay"), (True, "replay_tbf")):
-                v = float(np.median([x[nb] for x in rep[tbf] if nb in x])) \
-                    if any(nb in x for x in rep[tbf]) else float("nan")
-                row[f"{name}_us"] = v * 1e6
-                row[f"{name}_pct"] = 100 * (v - t) / t
-                row[f"{name}_vs_slowest_pct"] = 100 * (v - slow) / slow
-                row[f"{name}_vs_span_pct"] = 100 * (v - sp) / sp
+            _replay_cols(row, doc, system, nb, t, rep)
         rows.append(row)
     return rows
+
+
+def _replay_cols(row, doc, system, nb, t, rep):
+    """The replay columns of a `nezha sim lab` row: each variant's prediction (the median
+    over the runs, as the bench's row is) against the row, the slowest rank and the span."""
+    from nezha.sim import benchloop as BL
+    # the slowest rank's mean: the model starts every rank at once, so its time is the
+    # collective's span; the bench's row averages ranks whose clocks start at their own
+    # barrier exits
+    slow = BL.slowest(doc, system, nb)
+    row["slowest_us"] = slow * 1e6
+    sp = BL.span(doc, system, nb)  # runs with every rank's call times
+    row["span_us"] = sp * 1e6
+    for tbf, name in ((False, "replay"), (True, "replay_tbf")):
+        v = float(np.median([x[nb] for x in rep[tbf] if nb in x])) \
+            if any(nb in x for x in rep[tbf]) else float("nan")
+        row[f"{name}_us"] = v * 1e6
+        row[f"{name}_pct"] = 100 * (v - t) / t
+        row[f"{name}_vs_slowest_pct"] = 100 * (v - slow) / slow
+        row[f"{name}_vs_span_pct"] = 100 * (v - sp) / sp
 
 
 def cmd_failover(a):

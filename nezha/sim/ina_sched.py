@@ -302,8 +302,9 @@ def rail_of(doc, run):
     tcp = lab_rails(run)
     rest = [i for i in range(len(rates_bps)) if i not in tcp]
     if not tcp or not rest:
+        names = (run.get("env") or {}).get("NEZHA_SOCKET_IFNAME")
         raise ValueError(f"run {run.get('system')}: no TCP rail or no INA rail in its "
-                         f"NEZHA_SOCKET_IFNAME ({(run.get('env') or {}).get('NEZHA_SOCKET_IFNAME')})")
+                         f"NEZHA_SOCKET_IFNAME ({names})")
     ina = rest[0]
     mtu = lab.get("mtu") or shaping.DEFAULT_MTU
     good = shaping.goodput_ceiling(mtu)
