@@ -1,6 +1,7 @@
 #!/bin/bash
 # The lab runs this model is checked against: nezha-ina (TCP on rail0 + the INA rail on
-# rail1) and nezha on rail0 alone, allreduce 64 KiB-64 MiB, 4 hosts x 1 rank, 2 reps each.
+# rail1) and nezha on rail0 alone, allreduce 64 KiB-64 MiB, 4 hosts x 1 rank, REPS (3) runs each, BUDGET (1) s per size
+# (first/: the same with --reps 2 and the default 0.05 s budget).
 # Run from the worktree root under the quiet lock (each compare ~2-4 min):
 #   flock -x /tmp/nezha-quiet.lock docs/results/session26/ina-sim/lab.sh
 cd "$(dirname "$0")/../../../.." || exit 1
