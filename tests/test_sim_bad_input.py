@@ -47,6 +47,10 @@ def test_no_channel_per_rail_names_nconns(nconns):
     (RUN + ["--algo", "ring", "--sizes", "0:1M"], "sizes="),    # doubled 0 forever
     (RUN + ["--algo", "ring", "--sizes", "-5"], "sizes="),      # printed a -5 B row
     (["ina", "--nodes", "1", "--sizes", "64K"], "nodes=1"),     # ZeroDivisionError
+    # nezha's INA client refuses these datagrams and windows (session 26's INA model)
+    (["ina", "--nodes", "8", "--sizes", "64K", "--chunk", "100"], "chunk_bytes=100"),
+    (["ina", "--nodes", "8", "--sizes", "64K", "--window=-1"], "window=-1"),
+    (["ina", "--nodes", "8", "--sizes", "64K", "--mtu", "60"], "mtu=60"),
 ])
 def test_bad_counts_and_sizes_name_the_parameter(args, param):
     try:

@@ -228,6 +228,15 @@ typedef struct __attribute__((packed)) {
     uint16_t owner;   /* reduce_scatter / allgather: the rank whose block the chunk is */
 } ina_hdr_t;
 #define INA_HDR ((int)sizeof(ina_hdr_t))
+#define INA_IP_UDP 28 /* IPv4 (20) + UDP (8) header bytes of every datagram */
+
+/* The payload of one datagram a client picks for a route of this MTU (NEZHA_INA_CHUNK=0):
+ * the largest multiple of 8 that fits one frame with the headers, 64..INA_MAX_PAYLOAD
+ * (8192 at MTU 9000, 1432 at 1500). nezha/sim/ina_sched.py reads it through ina.pyx. */
+static inline uint32_t ina_mtu_chunk(int mtu) {
+    int b = (mtu - INA_IP_UDP - INA_HDR) & ~7;
+    return (uint32_t)(b > INA_MAX_PAYLOAD ? INA_MAX_PAYLOAD : b < 64 ? 64 : b);
+}
 
 typedef struct __attribute__((packed)) {
     uint8_t id[16];
@@ -1091,8 +1100,7 @@ static int ina_client_register(ina_client_t *c, const char *addr, int port, cons
         int mtu = 1500;
         socklen_t ml = sizeof mtu;
         if (getsockopt(c->fd, IPPROTO_IP, IP_MTU, &mtu, &ml) < 0) mtu = 1500;
-        int b = (mtu - 28 - INA_HDR) & ~7;
-        c->chunk_bytes = (uint32_t)(b > INA_MAX_PAYLOAD ? INA_MAX_PAYLOAD : b < 64 ? 64 : b);
+        c->chunk_bytes = ina_mtu_chunk(mtu);
     }
     if (c->chunk_bytes % 8 || c->chunk_bytes < 8 || c->chunk_bytes > INA_MAX_PAYLOAD)
         return ina_cli_fail(c, -EINVAL, "INA chunk of %u bytes: a multiple of 8 in 8..%d", c->chunk_bytes,

@@ -15,7 +15,9 @@ cdef extern from "nezha/nezha_ina.h" nogil:
     int INA_MAX_PAYLOAD
     int INA_MAX_RANKS
     int INA_HDR
+    int INA_IP_UDP
     int INA_VERSION
+    uint32_t ina_mtu_chunk(int mtu)
     int EINTR, ETIMEDOUT, ECONNREFUSED, EACCES, EINVAL, EOPNOTSUPP, EBUSY, ENOTCONN
 
     ctypedef struct ina_srv_stats_t:
@@ -89,6 +91,7 @@ cdef extern from "nezha/nezha_ina.h" nogil:
 MAX_PAYLOAD = INA_MAX_PAYLOAD
 MAX_RANKS = INA_MAX_RANKS
 HEADER_BYTES = INA_HDR
+IP_UDP_BYTES = INA_IP_UDP  # IPv4 + UDP headers of every datagram
 VERSION = INA_VERSION
 
 _SRV_FIELDS = ("rx", "tx", "data_added", "dup_pending", "dup_resent", "stale", "results",
@@ -107,6 +110,12 @@ def reduce_support(int dtype, int op):
 
 
 MTU_CHUNK = INA_MTU_CHUNK
+
+
+def mtu_chunk(int mtu):
+    """Payload bytes of one datagram a client picks on a route of this MTU when
+    NEZHA_INA_CHUNK is 0 (the C rule of registration): 8192 at MTU 9000, 1432 at 1500."""
+    return ina_mtu_chunk(mtu)
 
 
 def chunk_elems(int dtype, int chunk_bytes=INA_MTU_CHUNK):

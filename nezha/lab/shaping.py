@@ -74,6 +74,9 @@ def tbf_args(bps, mtu=DEFAULT_MTU, gso=DEFAULT_GSO, burst_us=DEFAULT_BURST_US,
             "latency", f"{latency_ms:g}ms"]
 
 
+ETH_HEADER = 14  # bytes tbf counts per frame beyond the IP packet (Ethernet header)
+
+
 def goodput_ceiling(mtu=DEFAULT_MTU):
     """Largest TCP payload fraction of the shaped rate: MSS / frame (IPv4, TCP timestamps)."""
-    return (mtu - 52) / (mtu + 14)
+    return (mtu - 52) / (mtu + ETH_HEADER)

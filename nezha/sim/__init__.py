@@ -5,6 +5,7 @@ parameters (docs/sim.md).
   workload.py     transfers and local reductions with FULL / STREAM / STARTED dependencies
   ops.py          the engine Schedule's ops, read as a numpy record array
   nezha_sched.py  workloads from nezha's planner and schedule builders (what nezha runs)
+  ina_sched.py    INA allreduces from nezha's INA rail: its route, split, datagrams, window
   textbook.py     all-to-all, halving-doubling, ring, double binary tree as step DAGs
   routing.py      path choice: ECMP, ideal spraying, Ethereal's split-and-assign, rails
   maxmin.py       max-min fair rates by progressive filling

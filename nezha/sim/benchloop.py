@@ -157,7 +157,7 @@ def feed(pl, plan, nbytes, chan_t, esize=4, lazy=False):
 
 
 def replay(pl, fab, host_of, schedule, alpha, buckets, gap, budget=None, refill=True,
-           failover=False, sync_s=SYNC_S):
+           failover=False, sync_s=SYNC_S, step=None):
     """Run schedule [(nbytes, untimed calls, timed calls)] in order; returns rows
     {nbytes, predicted_s (the bench's mean), first_s, last_s, calls, plans}.
     budget: the bench's --time-budget; a first probe call slower than it (the slowest
@@ -165,10 +165,14 @@ def replay(pl, fab, host_of, schedule, alpha, buckets, gap, budget=None, refill=
     refill: every bucket is full again when a size starts (the bench's work between two
     sizes, the comment at PROBE_CALLS); False: only the barrier gaps refill them.
     failover: the run's communicator votes (failover_of), so small calls are lazy.
-    sync_s: what a model sync adds to the call that runs it (SYNC_S)."""
+    sync_s: what a model sync adds to the call that runs it (SYNC_S). step: step(nb) runs
+    one call instead, returning (plan, mean over ranks, slowest rank) in s and leaving the
+    buckets as after the barrier that follows it (ina_sched.replays: an INA rail's calls)."""
     rows = []
 
     def one(nb):
+        if step is not None:
+            return step(nb)
         plan, t_rank, chan_t = call(pl, fab, host_of, nb, alpha, buckets)
         synced = feed(pl, plan, nb, chan_t, lazy=lazy_of(pl, plan, nb, failover))
         extra = sync_s if synced else 0.0  # inside the call, links idle

@@ -60,7 +60,8 @@ class Buckets:
 
     def advance(self, use, dt):
         """dt seconds at link use `use` (B/s): tokens earned at the rate, spent by use."""
-        t = self.tokens + (self.rate - use) * dt
+        with np.errstate(invalid="ignore"):  # unshaped links of infinite rate (an aggregator)
+            t = self.tokens + (self.rate - use) * dt
         self.tokens = np.where(self.shaped, np.clip(t, 0.0, self.burst), 0.0)
 
     def fill(self):

@@ -6,7 +6,7 @@
   nezha sim lab docs/results/compare-400mbit-100mbit/compare.json.gz
   nezha sim calibrate FILE... [--json out.json]
   nezha sim failover docs/results/failover-1M-64M.json.gz [--cuts]   (or --sizes/--at)
-  nezha sim ina [--nodes 8,...,512] [--sizes 64K,1M,64M] [--agg-gbps G]
+  nezha sim ina [--nodes 8,...,512] [--sizes 64K,1M,64M] [--agg-gbps G] [--window W]
   nezha sim ethereal [--sizes 1e6,...,256e6] [--plot F.png]
   nezha sim speed
 Sizes are bytes per rank (allreduce payload; all-to-all: a rank's whole send buffer).
@@ -18,6 +18,7 @@ import sys
 
 import numpy as np
 
+from nezha.planner import ALGO_NAMES
 from nezha.sim import calibrate as C
 from nezha.sim import fabric as F
 from nezha.sim import nezha_sched as N
@@ -198,22 +199,9 @@ def cmd_lab(a):
                    "predicted_us": r.time * 1e6,
                    "error_pct": 100 * (r.time - t) / t, "plan": repr(plan)}
             if rep:
-                # the slowest rank's mean: the model starts every rank at once, so its time
-                # is the collective's span; the bench's row averages ranks whose clocks
-                # start at their own barrier exits
-                slow = BL.slowest(doc, system, nb)
-                row["slowest_us"] = slow * 1e6
-                sp = BL.span(doc, system, nb)  # runs with every rank's call times
-                row["span_us"] = sp * 1e6
-                for tbf, name in ((False, "replay"), (True, "replay_tbf")):
-                    # the bench's row is the median over its runs: so is the prediction
-                    v = float(np.median([x[nb] for x in rep[tbf] if nb in x])) \
-                        if any(nb in x for x in rep[tbf]) else float("nan")
-                    row[f"{name}_us"] = v * 1e6
-                    row[f"{name}_pct"] = 100 * (v - t) / t
-                    row[f"{name}_vs_slowest_pct"] = 100 * (v - slow) / slow
-                    row[f"{name}_vs_span_pct"] = 100 * (v - sp) / sp
+                _replay_cols(row, doc, system, nb, t, rep)
             rows.append(row)
+    rows += _lab_ina(a, doc, cal)
     print(f"# {a.file}: {n} hosts, rails {', '.join(f'{x / 1e6:g} Mbit/s' for x in rates_bps)}; "
           f"cpu cost {cpu:.3g} s/B")
     cols = [("system", "{}"), ("nbytes", "{}"), ("measured_us", "{:.1f}"),
@@ -228,6 +216,57 @@ def cmd_lab(a):
     table(rows, cols)
     write(rows, a)
     return 0
+
+
+def _lab_ina(a, doc, cal, system="nezha-ina"):
+    """`nezha sim lab` rows of a compare document's nezha-ina runs (TCP rails plus the INA
+    rail, nezha/sim/ina_sched.py): the converged split and the replay of every run."""
+    from nezha.sim import benchloop as BL
+    from nezha.sim import ina_sched as I
+    meas = [(nb, t) for nb, t in C.measured(a.file, system) if nb >= size(a.min_size)]
+    runs = [r for r in doc.get("runs") or [] if r.get("system") == system
+            and r.get("collective") == "allreduce" and r.get("doc")]
+    if not meas or not runs:
+        return []
+    rates_bps = doc["lab"]["rates_bps"]
+    tcp = I.lab_rails(runs[0])
+    alpha = [C.alpha_of(cal, rates_bps[i] / 8) if cal["rails"] else 0.0 for i in tcp]
+    gap = BL.small_latency((doc.get("summary") or {}).get("allreduce", {}).get(system) or [])
+    fab, pl, off, prm, _ = I.rail_of(doc, runs[0])
+    from nezha.sim.bucket import LAB_PEAK_BPS
+    rail = I.Rail(pl, off, prm, fab, alpha, gap, rtt_rate=LAB_PEAK_BPS / 8)
+    rep = I.replays(doc, alpha, size(a.min_size), refill=a.refill) if a.replay else None
+    rows = []
+    for nb, t in meas:
+        got = rail.converged(nb)
+        p = float(got["t_rank"].mean())
+        row = {"system": system, "nbytes": nb, "measured_us": t * 1e6, "predicted_us": p * 1e6,
+               "error_pct": 100 * (p - t) / t,
+               "plan": f"{got['route']} k={got['k']} ({prm.describe()})"}
+        if rep:
+            _replay_cols(row, doc, system, nb, t, rep)
+        rows.append(row)
+    return rows
+
+
+def _replay_cols(row, doc, system, nb, t, rep):
+    """The replay columns of a `nezha sim lab` row: each variant's prediction (the median
+    over the runs, as the bench's row is) against the row, the slowest rank and the span."""
+    from nezha.sim import benchloop as BL
+    # the slowest rank's mean: the model starts every rank at once, so its time is the
+    # collective's span; the bench's row averages ranks whose clocks start at their own
+    # barrier exits
+    slow = BL.slowest(doc, system, nb)
+    row["slowest_us"] = slow * 1e6
+    sp = BL.span(doc, system, nb)  # runs with every rank's call times
+    row["span_us"] = sp * 1e6
+    for tbf, name in ((False, "replay"), (True, "replay_tbf")):
+        v = float(np.median([x[nb] for x in rep[tbf] if nb in x])) \
+            if any(nb in x for x in rep[tbf]) else float("nan")
+        row[f"{name}_us"] = v * 1e6
+        row[f"{name}_pct"] = 100 * (v - t) / t
+        row[f"{name}_vs_slowest_pct"] = 100 * (v - slow) / slow
+        row[f"{name}_vs_span_pct"] = 100 * (v - sp) / sp
 
 
 def cmd_failover(a):
@@ -333,28 +372,62 @@ def cmd_failover(a):
 
 
 def cmd_ina(a):
-    """In-network aggregation vs ring allreduce on one switch, by node count and size."""
+    """In-network aggregation vs ring allreduce on one switch, by node count and size: the
+    textbook ring and nezha's own TCP allreduce on one rail, nezha's INA client with the
+    whole buffer (its chunk and window, nezha/sim/ina_sched.py), and nezha's split of one
+    allreduce over a TCP rail and an INA rail; the textbook fluid INA for reference."""
+    from nezha._core import ina as _ina
+    from nezha.sim import ina_sched as I
+    rate = float(a.rate)
+    B = rate * 1e9 / 8
+    prm = I.InaParams(a.mtu, a.chunk, a.window, frames=False)
     rows = []
     for n in (int(x) for x in a.nodes.split(",")):
         if n < 2:
             raise F.FabricError(f"nodes={n}: INA vs ring needs at least 2 nodes")
-        fab = F.MultiRail(n, 1, float(a.rate), a.latency, aggregator_gbps=a.agg_gbps)
-        host_of = np.r_[np.arange(n), fab.agg_host]
+        # rail0 TCP, rail1 INA (its switch holds the aggregator)
+        fab = F.MultiRail(n, 2, rate, a.latency, aggregator_gbps=a.agg_gbps)
+        host_of = np.r_[fab.place(n), fab.agg_host]
+        pl = N.make_planner(n, host_of[:n], 1, None, 1)
+        rail = I.Rail(pl, I.offload(pl), prm, fab, [a.alpha], latency=a.latency,
+                      copy_rate=a.copy_gbps * 1e9 / 8 if a.copy_gbps else float("inf"))
+        cap = prm.window * (prm.chunk_bytes + prm.overhead) / rail.rtt_s
         for nb in sizes(a.sizes):
-            ri = NW.simulate(TB.ina(n, nb), fab, host_of, "rail", 1, a.alpha, tol=a.tol)
             rr = NW.simulate(TB.ring(n, nb), fab, host_of[:n], "rail", 1, a.alpha, tol=a.tol)
-            B = float(a.rate) * 1e9 / 8
+            wt, plan = N.workload("allreduce", nb, pl)
+            rt = NW.simulate(wt, fab, host_of[:n], "rail", 1, a.alpha, tol=a.tol)
+            wi = I.ina_part(n, max(nb // 4, 1), 4, prm, 1, rail.rtt_s)
+            ri = NW.simulate(wi, fab, host_of, "rail", 1, rail.alpha, tol=a.tol)
+            rf = NW.simulate(TB.ina(n, nb), fab, host_of, "rail", 1, a.alpha, tol=a.tol)
+            sp = rail.converged(nb, calls=3)
+            ts = float(sp["t_rank"].max())
             rows.append({"nodes": n, "nbytes": nb, "ring_us": rr.time * 1e6,
-                         "ina_us": ri.time * 1e6, "ring_over_ina": rr.time / ri.time,
+                         "nezha_tcp_us": rt.time * 1e6,
+                         "nezha_tcp_algo": ALGO_NAMES.get(plan.algo, plan.algo),
+                         "ina_us": ri.time * 1e6, "ina_fluid_us": rf.time * 1e6,
+                         "split_us": ts * 1e6, "split_route": sp["route"],
+                         "split_ina_share": 1 - sp["k"] / max(nb // 4, 1),
+                         "ring_over_ina": rr.time / ri.time,
+                         "tcp_over_split": rt.time / ts,
+                         "window_cap_gbps": cap * 8e-9,
+                         "window_bound": bool(cap < B),
+                         "over_service_limit": bool(n > _ina.MAX_RANKS),
                          "ring_latency_share": 2 * (n - 1) * (a.alpha + a.latency) / rr.time,
                          "ring_bw_term_us": 2 * (n - 1) / n * nb / B * 1e6,
-                         "ring_flows": rr.flows, "wall_s": round(rr.wall + ri.wall, 3)})
+                         "ring_flows": rr.flows,
+                         "wall_s": round(rr.wall + rt.wall + ri.wall + rf.wall, 3)})
     agg = "line rate on every port" if a.agg_gbps == float("inf") else f"{a.agg_gbps:g} Gb/s"
     print(f"# one switch, {a.rate} Gb/s links, {a.latency * 1e6:g} us per path, alpha "
-          f"{a.alpha * 1e6:g} us per transfer; aggregator: {agg}")
-    table(rows, [("nodes", "{}"), ("nbytes", "{}"), ("ring_us", "{:.1f}"), ("ina_us", "{:.1f}"),
-                 ("ring_over_ina", "{:.2f}"), ("ring_latency_share", "{:.0%}"),
-                 ("ring_flows", "{}"), ("wall_s", "{:.2f}")])
+          f"{a.alpha * 1e6:g} us per TCP transfer, {I.ina_alpha(a.alpha) * 1e6:g} us per INA hop; "
+          f"aggregator: {agg}; nezha's INA client: {prm.describe()}, round trip "
+          f"{rail.rtt_s * 1e6:.1f} us, so at most {cap * 8e-9:.1f} Gb/s per rank; the service "
+          f"takes at most {_ina.MAX_RANKS} ranks per job (over_service_limit)")
+    table(rows, [("nodes", "{}"), ("nbytes", "{}"), ("ring_us", "{:.1f}"),
+                 ("nezha_tcp_us", "{:.1f}"), ("nezha_tcp_algo", "{}"), ("ina_us", "{:.1f}"),
+                 ("ina_fluid_us", "{:.1f}"), ("split_us", "{:.1f}"),
+                 ("split_ina_share", "{:.2f}"), ("ring_over_ina", "{:.2f}"),
+                 ("tcp_over_split", "{:.2f}"), ("ring_latency_share", "{:.0%}"),
+                 ("wall_s", "{:.2f}")])
     write(rows, a) if (a.csv or a.json) else None
     return 0
 
@@ -494,6 +567,14 @@ def parser():
     ia.add_argument("--alpha", type=float, default=5e-6, help="software s per transfer")
     ia.add_argument("--agg-gbps", type=float, default=float("inf"),
                     help="the aggregator's input rate over all ports (default: line rate)")
+    ia.add_argument("--mtu", type=int, default=9000,
+                    help="route MTU: the INA client's datagram (NEZHA_INA_CHUNK=0) follows it")
+    ia.add_argument("--chunk", type=int, default=0, help="NEZHA_INA_CHUNK (0: from --mtu)")
+    ia.add_argument("--window", type=int, default=0,
+                    help="NEZHA_INA_WINDOW, slots in flight per rank (0: the client's default)")
+    ia.add_argument("--copy-gbps", type=float, default=0.0,
+                    help="split: the copy of the INA share before it runs, Gb/s per rank "
+                         "(0: free; the lab's VM copies at 14)")
     ia.add_argument("--tol", type=float, default=1e-3)
     ia.add_argument("--csv")
     ia.add_argument("--json")

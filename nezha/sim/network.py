@@ -5,7 +5,8 @@ link fails.
 Time of a transfer = its latency (path latency plus the software alpha of its rail) + its
 bytes at the rate the network gives it. A STREAM dependant (the ring's pipeline) starts
 when its dependency has started and is held to its dependency's rate while that runs.
-Events are coalesced: at the next finish, every flow that would finish within tol of its
+A task may carry a rate cap of its own (wl.rate_cap, B/s: an INA rank's window of credits
+over its round trip, nezha/sim/ina_sched.py). Events are coalesced: at the next finish, every flow that would finish within tol of its
 own duration later finishes too, and starts due within tol of a typical transfer's
 time happen together. No transfer ends earlier than it should by more than tol of its own
 time, so the collective's time is low by at most about tol; it keeps ECMP's thousands of
@@ -132,6 +133,11 @@ def simulate(wl, fabric, host_of, scheme="ecmp", nconns=1, alpha=0.0, failures=(
     t_end = np.full(T, np.nan)
     rem = rt.flow_bytes.astype(np.float64).copy()
     frac = rt.flow_bytes / np.maximum(wl.nbytes[rt.flow_task], 1e-300)
+    task_cap = getattr(wl, "rate_cap", None)  # B/s per task (np.inf: none), or None
+    if task_cap is not None:
+        task_cap = np.asarray(task_cap, np.float64)
+        if task_cap.shape != (T,) or (task_cap <= 0).any() or np.isnan(task_cap).any():
+            raise FabricError(f"rate_cap: one positive rate (B/s) or inf per task ({T} tasks)")
     link_bytes = np.zeros(fabric.nlinks)
     # time quantum: tol of a typical transfer
     typical = np.median(wl.nbytes[net] / np.median(fabric.cap) + lat[net]) if net.any() else 0.0
@@ -217,8 +223,9 @@ def simulate(wl, fabric, host_of, scheme="ecmp", nconns=1, alpha=0.0, failures=(
         if len(act):
             fl, lk, w = rt.gather(act)
             atask = rt.flow_task[act]
-            fcap = None
-            rate = maxmin(len(act), fl, lk, w, ceff)
+            # a task's own rate cap (an INA rank's window of credits), shared by its pieces
+            base = None if task_cap is None else task_cap[atask] * frac[act]
+            rate = maxmin(len(act), fl, lk, w, ceff, base)
             nrates += 1
             owner, (pred,) = _gather(st_ptr, [st_pred], atask)
             live = state[pred] == ACTIVE
@@ -227,7 +234,7 @@ def simulate(wl, fabric, host_of, scheme="ecmp", nconns=1, alpha=0.0, failures=(
                 for _ in range(2):
                     trate = np.zeros(T)
                     np.add.at(trate, atask, rate)
-                    fcap = np.full(len(act), np.inf)
+                    fcap = np.full(len(act), np.inf) if base is None else base.copy()
                     np.minimum.at(fcap, owner, trate[pred] * frac[act[owner]])
                     if (rate <= fcap * (1 + 1e-9)).all():
                         break

@@ -35,6 +35,7 @@ class Workload:
         self.dep_task, self.dep_pred, self.dep_kind = t[order], p[order], k[order]
         self.step = None if step is None else np.asarray(step, np.int64)
         self.label = label
+        self.rate_cap = None  # B/s per task (np.inf: none), read by network.simulate
         if n and len(self.dep_pred) and (self.dep_pred.max() >= n or self.dep_pred.min() < 0):
             raise ValueError("a dependency names a task that does not exist")
 
@@ -82,7 +83,11 @@ def concat(parts, label=""):
         deps[2].append(w.dep_kind)
         off += w.ntasks
     cat = np.concatenate
-    return Workload(parts[0].ranks, cat([w.kind for w in parts]), cat([w.nbytes for w in parts]),
-                    cat([w.src for w in parts]), cat([w.dst for w in parts]),
-                    cat([w.chan for w in parts]), cat([w.reduce for w in parts]),
-                    tuple(cat(d) for d in deps), label=label)
+    caps = [w.rate_cap if w.rate_cap is not None else np.full(w.ntasks, np.inf) for w in parts]
+    out = Workload(max(w.ranks for w in parts), cat([w.kind for w in parts]),
+                   cat([w.nbytes for w in parts]), cat([w.src for w in parts]),
+                   cat([w.dst for w in parts]), cat([w.chan for w in parts]),
+                   cat([w.reduce for w in parts]), tuple(cat(d) for d in deps), label=label)
+    if any(w.rate_cap is not None for w in parts):
+        out.rate_cap = cat(caps)
+    return out

@@ -16,6 +16,12 @@ DEFAULT_PORT = 17017
 DEFAULT_WINDOW_BYTES = 64 << 10
 
 
+def default_window(chunk_bytes):
+    """Slots in flight per rank when NEZHA_INA_WINDOW is 0: DEFAULT_WINDOW_BYTES of chunks,
+    at least 2 (8 at 8 KiB chunks, 45 at 1432 B). nezha/sim/ina_sched.py uses it too."""
+    return max(2, DEFAULT_WINDOW_BYTES // int(chunk_bytes))
+
+
 def reduce_support(dtype, op):
     """True if an INA service aggregates (dtype, op): SUM, MIN, MAX of int32, int64, float16,
     bfloat16, float32, float64 and AVG of the floats. False for PROD and bit ops (the
@@ -79,7 +85,7 @@ class InaClient:
                          self.slots, self.timeout, self.chunk_bytes)
         self.chunk_bytes = self._c.chunk_bytes
         if not self.window:
-            self.window = max(2, DEFAULT_WINDOW_BYTES // self.chunk_bytes)
+            self.window = default_window(self.chunk_bytes)
 
     @property
     def nslots(self):
