@@ -56,11 +56,21 @@ def worker(args):
     phases = time_phases() if args.phases else None
     rows = []
     net = [tcp_counters()] if args.netstat else None
+    cpu = cpu_counters() if args.cpustat else None
     for i in range(args.count):
         comm.barrier()
         t0 = time.perf_counter()
         comm.allreduce(a)
         t1 = time.perf_counter()
+        if i < args.ss or (args.ss and i == args.count - 1):
+            import subprocess
+            out = subprocess.run(["ss", "-tinH", "state", "established"], capture_output=True,
+                                 text=True, timeout=10).stdout
+            print(f"SS {comm.rank} {i} " + json.dumps(out), flush=True)
+        if cpu is not None:
+            now = cpu_counters()
+            use = {k: now[k] - cpu[k] for k in now}
+            cpu = now
         if net is not None:
             net.append(tcp_counters())
         if phases is not None:
@@ -71,7 +81,8 @@ def worker(args):
             for c, _, cnt in comm._st.last_plan.slices:
                 name = comm._mesh.chan_name(c)
                 shares[name] = shares.get(name, 0) + cnt / a.size
-            rows.append(dict(i=i, ms=(t1 - t0) * 1e3, shares=shares))
+            rows.append(dict(i=i, ms=(t1 - t0) * 1e3, shares=shares,
+                             **({"cpu": use} if cpu is not None else {})))
     if phases is not None:
         calls = phases[1:]
         keys = sorted({k for c in calls for k in c})
@@ -126,6 +137,22 @@ def time_phases():
             acc[0]["copyto"] = acc[0].get("copyto", 0) + (time.perf_counter() - t) * 1e3
     np.copyto = timed_copyto
     return acc
+
+
+CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
+def cpu_counters():
+    """Diagnostic: the machine's CPU time per kind (/proc/stat, ms, both cores summed) and
+    this process's own (all threads), read after each call (outside the timed part); the
+    row of call i holds the deltas since the previous read (that call plus its barrier)."""
+    tick = 1e3 / os.sysconf("SC_CLK_TCK")
+    with open("/proc/stat") as f:
+        vals = f.readline().split()[1:1 + len(CPU_FIELDS)]
+    out = {k: int(v) * tick for k, v in zip(CPU_FIELDS, vals)}
+    t = os.times()
+    out.update(proc_user=t.user * 1e3, proc_sys=t.system * 1e3)
+    return out
 
 
 NET_KEYS = ("RetransSegs", "TCPTimeouts", "TCPLossProbes", "TCPSackRecovery", "TCPLostRetransmit",
@@ -185,6 +212,21 @@ def main():
     p.add_argument("--netstat", action="store_true",
                    help="diagnostic: every rank prints its host's TCP loss counters per call "
                         "(NET lines in --log: calls 1, 2, 3, then the rest summed)")
+    p.add_argument("--cpustat", action="store_true",
+                   help="diagnostic: rank 0 records the machine's CPU time per kind (steal, "
+                        "softirq, idle, ...) and its own, per call (rows' cpu in --json)")
+    p.add_argument("--ss", type=int, default=0,
+                   help="diagnostic: every rank prints `ss -tin` (its TCP sockets' cwnd, "
+                        "pacing, BBR state) after each of the first N calls and the last (SS "
+                        "lines in --log; outside the timed part, but it lengthens the gap)")
+    p.add_argument("--metrics", action="store_true",
+                   help="diagnostic: after every job record `ip tcp_metrics show` of every "
+                        "lab host (the kernel's per-destination TCP metrics cache)")
+    p.add_argument("--flush-metrics", action="store_true",
+                   help="diagnostic: `ip tcp_metrics flush all` in every lab host before "
+                        "every job (each job starts as if in a fresh namespace)")
+    p.add_argument("--gap", type=float, default=0.0,
+                   help="diagnostic: idle seconds before every job (the first one too)")
     p.add_argument("-x", action="append", default=[], help="extra K=V for the ranks")
     args = p.parse_args()
     from _common import parse_size  # bench/ is on sys.path when run as a script
@@ -200,7 +242,8 @@ def main():
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--size", str(args.size),
            "--count", str(args.count)] + (["--warmup"] if args.warmup else []) + (
                ["--prefault"] if args.prefault else []) + (["--netstat"] if args.netstat else []) + (
-                   ["--phases"] if args.phases else [])
+                   ["--phases"] if args.phases else []) + (["--cpustat"] if args.cpustat else []) + (
+                       ["--ss", str(args.ss)] if args.ss else [])
     runs = []
     try:
         for rep in range(args.reps):
@@ -208,6 +251,11 @@ def main():
                 env = dict(os.environ, PYTHONPATH=ROOT, NEZHA_SOCKET_IFNAME="rail0,rail1",
                            NEZHA_PROBE=mode)
                 env.update(kv.split("=", 1) for kv in args.x)
+                if args.flush_metrics:
+                    for h in range(lab.hosts):
+                        lab.exec(h, ["ip", "tcp_metrics", "flush", "all"], check=False)
+                if args.gap:
+                    time.sleep(args.gap)
                 res = lab.run(cmd, env=env, timeout=600, capture=True)
                 got = [json.loads(ln[4:]) for ln in (res.stdout or "").splitlines()
                        if ln.startswith("RUN ")]
@@ -219,6 +267,10 @@ def main():
                     print((res.stdout or "") + (res.stderr or ""), file=sys.stderr)
                     return 1
                 runs.append({"rep": rep, "mode": mode, **got[0], **summarize(got[0])})
+                if args.metrics:
+                    runs[-1]["tcp_metrics"] = {
+                        h: lab.exec(h, ["ip", "tcp_metrics", "show"], check=False).stdout
+                        for h in range(lab.hosts)}
     finally:
         if not args.lab:
             lab.down()
