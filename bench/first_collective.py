@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -53,17 +54,26 @@ def worker(args):
             b = np.empty_like(a)
             b.fill(0)
             del b
+    if args.prefault_mb:
+        # diagnostic: touch and free this much fresh memory just before the timed loop, so
+        # that the pages the job's first calls take (the kernel's socket buffers, the spare)
+        # are ones the host has backed again (this VM's free page reporting, see
+        # docs/results/session26/first-job)
+        b = np.empty(args.prefault_mb << 20, np.uint8)
+        b[::4096] = 1
+        del b
     phases = time_phases() if args.phases else None
     rows = []
     net = [tcp_counters()] if args.netstat else None
     cpu = cpu_counters() if args.cpustat else None
+    chan = []   # per call: ms from the run's start to each channel's last op (this rank)
     for i in range(args.count):
         comm.barrier()
         t0 = time.perf_counter()
         comm.allreduce(a)
         t1 = time.perf_counter()
+        chan.append([round(ns / 1e6, 2) for ns, _ in comm._engine.channel_times_ns()])
         if i < args.ss or (args.ss and i == args.count - 1):
-            import subprocess
             out = subprocess.run(["ss", "-tinH", "state", "established"], capture_output=True,
                                  text=True, timeout=10).stdout
             print(f"SS {comm.rank} {i} " + json.dumps(out), flush=True)
@@ -90,6 +100,7 @@ def worker(args):
         print(f"PHASES {comm.rank} " + json.dumps(
             [{k: round(v, 2) for k, v in c.items()} for c in calls[:3]]
             + [{k: round(v, 2) for k, v in med.items()}]), flush=True)
+    print(f"CHAN {comm.rank} " + json.dumps(chan), flush=True)
     if net is not None:
         deltas = [{k: b[k] - a_[k] for k in b if b[k] != a_[k]} for a_, b in zip(net, net[1:])]
         print(f"NET {comm.rank} " + json.dumps(deltas[:3] + [sum_counts(deltas[3:])]), flush=True)
@@ -151,8 +162,25 @@ def cpu_counters():
         vals = f.readline().split()[1:1 + len(CPU_FIELDS)]
     out = {k: int(v) * tick for k, v in zip(CPU_FIELDS, vals)}
     t = os.times()
-    out.update(proc_user=t.user * 1e3, proc_sys=t.system * 1e3)
+    out.update(proc_user=t.user * 1e3, proc_sys=t.system * 1e3, reported_kib=reported_kib())
+    import resource
+    out["minflt"] = resource.getrusage(resource.RUSAGE_SELF).ru_minflt   # this process's
+    with open("/proc/vmstat") as f:   # the machine's huge-page faults and compactions
+        for ln in f:
+            k, v = ln.split()
+            if k in ("thp_fault_alloc", "pgfault", "compact_stall"):
+                out[k] = int(v)
     return out
+
+
+def reported_kib():
+    """KiB of free memory the guest kernel has reported to the hypervisor so far (free page
+    reporting: the host may drop their backing; the next touch faults on the host), or 0."""
+    try:
+        with open("/sys/module/page_reporting/parameters/reported_kib") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return 0
 
 
 NET_KEYS = ("RetransSegs", "TCPTimeouts", "TCPLossProbes", "TCPSackRecovery", "TCPLostRetransmit",
@@ -227,6 +255,11 @@ def main():
                         "every job (each job starts as if in a fresh namespace)")
     p.add_argument("--gap", type=float, default=0.0,
                    help="diagnostic: idle seconds before every job (the first one too)")
+    p.add_argument("--prefault-mb", type=int, default=0,
+                   help="diagnostic: every rank touches and frees this many MiB right before "
+                        "the timed calls")
+    p.add_argument("--gap-busy", action="store_true",
+                   help="diagnostic: keep every CPU busy (a spinning process each) during --gap")
     p.add_argument("-x", action="append", default=[], help="extra K=V for the ranks")
     args = p.parse_args()
     from _common import parse_size  # bench/ is on sys.path when run as a script
@@ -243,6 +276,7 @@ def main():
            "--count", str(args.count)] + (["--warmup"] if args.warmup else []) + (
                ["--prefault"] if args.prefault else []) + (["--netstat"] if args.netstat else []) + (
                    ["--phases"] if args.phases else []) + (["--cpustat"] if args.cpustat else []) + (
+                       ["--prefault-mb", str(args.prefault_mb)] if args.prefault_mb else []) + (
                        ["--ss", str(args.ss)] if args.ss else [])
     runs = []
     try:
@@ -254,8 +288,15 @@ def main():
                 if args.flush_metrics:
                     for h in range(lab.hosts):
                         lab.exec(h, ["ip", "tcp_metrics", "flush", "all"], check=False)
+                rep_kib = reported_kib()
                 if args.gap:
+                    burn = [subprocess.Popen([sys.executable, "-c", "while 1: pass"])
+                            for _ in range(os.cpu_count() or 1)] if args.gap_busy else []
                     time.sleep(args.gap)
+                    for b in burn:
+                        b.kill()
+                        b.wait()
+                rep_kib = reported_kib() - rep_kib   # reported during the gap
                 res = lab.run(cmd, env=env, timeout=600, capture=True)
                 got = [json.loads(ln[4:]) for ln in (res.stdout or "").splitlines()
                        if ln.startswith("RUN ")]
@@ -266,7 +307,8 @@ def main():
                 if res.returncode != 0 or not got:
                     print((res.stdout or "") + (res.stderr or ""), file=sys.stderr)
                     return 1
-                runs.append({"rep": rep, "mode": mode, **got[0], **summarize(got[0])})
+                runs.append({"rep": rep, "mode": mode, **got[0], **summarize(got[0]),
+                             "gap_reported_kib": rep_kib})
                 if args.metrics:
                     runs[-1]["tcp_metrics"] = {
                         h: lab.exec(h, ["ip", "tcp_metrics", "show"], check=False).stdout

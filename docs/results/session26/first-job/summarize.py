@@ -8,7 +8,7 @@ from collections import defaultdict
 
 agg = defaultdict(lambda: defaultdict(list))
 print(f"{'tag':<14}{'rep':>3}{'1st/opt':>8}{'c1':>7}{'c2':>7}{'c3':>7}{'opt':>7}{'init':>6}"
-      f"{'probe%':>7}{'learn%':>7}  cpu c1-3 (idle/steal/softirq/proc ms per call) | c10-19  metrics")
+      f"{'probe%':>7}{'learn%':>7}{'gapMiB':>7}{'rMiB1-3':>8}  cpu c1-3 (idle/steal/softirq/proc ms per call) | c10-19  metrics")
 for path in sys.argv[1:]:
     d = json.load(open(path))
     tag = path.rsplit("/", 1)[-1][:-5]
@@ -24,10 +24,14 @@ for path in sys.argv[1:]:
             f = lambda k: st.mean(x["cpu"][k] for x in rows)
             return (f"{f('idle'):4.0f}/{f('steal'):3.0f}/{f('softirq'):3.0f}/"
                     f"{f('proc_user') + f('proc_sys'):4.0f}")
+        gap = r.get("gap_reported_kib")
+        gap = f"{gap / 1024:7.0f}" if gap is not None else f"{'':7}"
+        rc = [x.get("cpu", {}).get("reported_kib") for x in r["rows"][:3]]
+        rc = f"{sum(rc) / 1024:8.0f}" if None not in rc else f"{'':8}"
         met = r.get("tcp_metrics")
         nmet = "/".join(str(len(met[h].splitlines())) for h in sorted(met)) if met else ""
         print(f"{tag:<14}{r['rep']:>3}{r['ratio']:>8.3f}{ms[0]:>7.1f}{ms[1]:>7.1f}{ms[2]:>7.1f}"
-              f"{r['opt_ms']:>7.1f}{r['init_ms']:>6.0f}{psp:>7.1f}{lsp:>7.1f}  "
+              f"{r['opt_ms']:>7.1f}{r['init_ms']:>6.0f}{psp:>7.1f}{lsp:>7.1f}{gap}{rc}  "
               f"{cpu(r['rows'][:3])} | {cpu(r['rows'][10:20])}  {nmet}")
         cond = tag.rsplit("-", 1)[-1]
         g = agg[cond]["rep0" if r["rep"] == 0 else "rep1+"]
