@@ -273,11 +273,11 @@ def main():
     if not args.lab:
         lab.up(replace=True)
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--size", str(args.size),
-           "--count", str(args.count)] + (["--warmup"] if args.warmup else []) + (
-               ["--prefault"] if args.prefault else []) + (["--netstat"] if args.netstat else []) + (
-                   ["--phases"] if args.phases else []) + (["--cpustat"] if args.cpustat else []) + (
-                       ["--prefault-mb", str(args.prefault_mb)] if args.prefault_mb else []) + (
-                       ["--ss", str(args.ss)] if args.ss else [])
+           "--count", str(args.count)]
+    for flag in ("warmup", "prefault", "netstat", "phases", "cpustat"):   # the ranks' switches
+        cmd += [f"--{flag}"] if getattr(args, flag) else []
+    for flag in ("prefault_mb", "ss"):                                     # the ranks' numbers
+        cmd += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))] if getattr(args, flag) else []
     runs = []
     try:
         for rep in range(args.reps):
