@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -53,14 +54,33 @@ def worker(args):
             b = np.empty_like(a)
             b.fill(0)
             del b
+    if args.prefault_mb:
+        # diagnostic: touch and free this much fresh memory just before the timed loop, so
+        # that the pages the job's first calls take (the kernel's socket buffers, the spare)
+        # are ones the host has backed again (this VM's free page reporting, see
+        # docs/results/session26/first-job)
+        b = np.empty(args.prefault_mb << 20, np.uint8)
+        b[::4096] = 1
+        del b
     phases = time_phases() if args.phases else None
     rows = []
     net = [tcp_counters()] if args.netstat else None
+    cpu = cpu_counters() if args.cpustat else None
+    chan = []   # per call: ms from the run's start to each channel's last op (this rank)
     for i in range(args.count):
         comm.barrier()
         t0 = time.perf_counter()
         comm.allreduce(a)
         t1 = time.perf_counter()
+        chan.append([round(ns / 1e6, 2) for ns, _ in comm._engine.channel_times_ns()])
+        if i < args.ss or (args.ss and i == args.count - 1):
+            out = subprocess.run(["ss", "-tinH", "state", "established"], capture_output=True,
+                                 text=True, timeout=10).stdout
+            print(f"SS {comm.rank} {i} " + json.dumps(out), flush=True)
+        if cpu is not None:
+            now = cpu_counters()
+            use = {k: now[k] - cpu[k] for k in now}
+            cpu = now
         if net is not None:
             net.append(tcp_counters())
         if phases is not None:
@@ -71,7 +91,8 @@ def worker(args):
             for c, _, cnt in comm._st.last_plan.slices:
                 name = comm._mesh.chan_name(c)
                 shares[name] = shares.get(name, 0) + cnt / a.size
-            rows.append(dict(i=i, ms=(t1 - t0) * 1e3, shares=shares))
+            rows.append(dict(i=i, ms=(t1 - t0) * 1e3, shares=shares,
+                             **({"cpu": use} if cpu is not None else {})))
     if phases is not None:
         calls = phases[1:]
         keys = sorted({k for c in calls for k in c})
@@ -79,6 +100,7 @@ def worker(args):
         print(f"PHASES {comm.rank} " + json.dumps(
             [{k: round(v, 2) for k, v in c.items()} for c in calls[:3]]
             + [{k: round(v, 2) for k, v in med.items()}]), flush=True)
+    print(f"CHAN {comm.rank} " + json.dumps(chan), flush=True)
     if net is not None:
         deltas = [{k: b[k] - a_[k] for k in b if b[k] != a_[k]} for a_, b in zip(net, net[1:])]
         print(f"NET {comm.rank} " + json.dumps(deltas[:3] + [sum_counts(deltas[3:])]), flush=True)
@@ -126,6 +148,39 @@ def time_phases():
             acc[0]["copyto"] = acc[0].get("copyto", 0) + (time.perf_counter() - t) * 1e3
     np.copyto = timed_copyto
     return acc
+
+
+CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
+def cpu_counters():
+    """Diagnostic: the machine's CPU time per kind (/proc/stat, ms, both cores summed) and
+    this process's own (all threads), read after each call (outside the timed part); the
+    row of call i holds the deltas since the previous read (that call plus its barrier)."""
+    tick = 1e3 / os.sysconf("SC_CLK_TCK")
+    with open("/proc/stat") as f:
+        vals = f.readline().split()[1:1 + len(CPU_FIELDS)]
+    out = {k: int(v) * tick for k, v in zip(CPU_FIELDS, vals)}
+    t = os.times()
+    out.update(proc_user=t.user * 1e3, proc_sys=t.system * 1e3, reported_kib=reported_kib())
+    import resource
+    out["minflt"] = resource.getrusage(resource.RUSAGE_SELF).ru_minflt   # this process's
+    with open("/proc/vmstat") as f:   # the machine's huge-page faults and compactions
+        for ln in f:
+            k, v = ln.split()
+            if k in ("thp_fault_alloc", "pgfault", "compact_stall"):
+                out[k] = int(v)
+    return out
+
+
+def reported_kib():
+    """KiB of free memory the guest kernel has reported to the hypervisor so far (free page
+    reporting: the host may drop their backing; the next touch faults on the host), or 0."""
+    try:
+        with open("/sys/module/page_reporting/parameters/reported_kib") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return 0
 
 
 NET_KEYS = ("RetransSegs", "TCPTimeouts", "TCPLossProbes", "TCPSackRecovery", "TCPLostRetransmit",
@@ -185,6 +240,26 @@ def main():
     p.add_argument("--netstat", action="store_true",
                    help="diagnostic: every rank prints its host's TCP loss counters per call "
                         "(NET lines in --log: calls 1, 2, 3, then the rest summed)")
+    p.add_argument("--cpustat", action="store_true",
+                   help="diagnostic: rank 0 records the machine's CPU time per kind (steal, "
+                        "softirq, idle, ...) and its own, per call (rows' cpu in --json)")
+    p.add_argument("--ss", type=int, default=0,
+                   help="diagnostic: every rank prints `ss -tin` (its TCP sockets' cwnd, "
+                        "pacing, BBR state) after each of the first N calls and the last (SS "
+                        "lines in --log; outside the timed part, but it lengthens the gap)")
+    p.add_argument("--metrics", action="store_true",
+                   help="diagnostic: after every job record `ip tcp_metrics show` of every "
+                        "lab host (the kernel's per-destination TCP metrics cache)")
+    p.add_argument("--flush-metrics", action="store_true",
+                   help="diagnostic: `ip tcp_metrics flush all` in every lab host before "
+                        "every job (each job starts as if in a fresh namespace)")
+    p.add_argument("--gap", type=float, default=0.0,
+                   help="diagnostic: idle seconds before every job (the first one too)")
+    p.add_argument("--prefault-mb", type=int, default=0,
+                   help="diagnostic: every rank touches and frees this many MiB right before "
+                        "the timed calls")
+    p.add_argument("--gap-busy", action="store_true",
+                   help="diagnostic: keep every CPU busy (a spinning process each) during --gap")
     p.add_argument("-x", action="append", default=[], help="extra K=V for the ranks")
     args = p.parse_args()
     from _common import parse_size  # bench/ is on sys.path when run as a script
@@ -198,9 +273,11 @@ def main():
     if not args.lab:
         lab.up(replace=True)
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--size", str(args.size),
-           "--count", str(args.count)] + (["--warmup"] if args.warmup else []) + (
-               ["--prefault"] if args.prefault else []) + (["--netstat"] if args.netstat else []) + (
-                   ["--phases"] if args.phases else [])
+           "--count", str(args.count)]
+    for flag in ("warmup", "prefault", "netstat", "phases", "cpustat"):   # the ranks' switches
+        cmd += [f"--{flag}"] if getattr(args, flag) else []
+    for flag in ("prefault_mb", "ss"):                                     # the ranks' numbers
+        cmd += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))] if getattr(args, flag) else []
     runs = []
     try:
         for rep in range(args.reps):
@@ -208,6 +285,18 @@ def main():
                 env = dict(os.environ, PYTHONPATH=ROOT, NEZHA_SOCKET_IFNAME="rail0,rail1",
                            NEZHA_PROBE=mode)
                 env.update(kv.split("=", 1) for kv in args.x)
+                if args.flush_metrics:
+                    for h in range(lab.hosts):
+                        lab.exec(h, ["ip", "tcp_metrics", "flush", "all"], check=False)
+                rep_kib = reported_kib()
+                if args.gap:
+                    burn = [subprocess.Popen([sys.executable, "-c", "while 1: pass"])
+                            for _ in range(os.cpu_count() or 1)] if args.gap_busy else []
+                    time.sleep(args.gap)
+                    for b in burn:
+                        b.kill()
+                        b.wait()
+                rep_kib = reported_kib() - rep_kib   # reported during the gap
                 res = lab.run(cmd, env=env, timeout=600, capture=True)
                 got = [json.loads(ln[4:]) for ln in (res.stdout or "").splitlines()
                        if ln.startswith("RUN ")]
@@ -218,7 +307,12 @@ def main():
                 if res.returncode != 0 or not got:
                     print((res.stdout or "") + (res.stderr or ""), file=sys.stderr)
                     return 1
-                runs.append({"rep": rep, "mode": mode, **got[0], **summarize(got[0])})
+                runs.append({"rep": rep, "mode": mode, **got[0], **summarize(got[0]),
+                             "gap_reported_kib": rep_kib})
+                if args.metrics:
+                    runs[-1]["tcp_metrics"] = {
+                        h: lab.exec(h, ["ip", "tcp_metrics", "show"], check=False).stdout
+                        for h in range(lab.hosts)}
     finally:
         if not args.lab:
             lab.down()
