@@ -432,6 +432,15 @@ static inline int nz_build_queues(nz_engine_t *e, nz_op_t *ops, int32_t nops) {
         nz_ep_t *p = &e->eps[i];
         p->nsq = p->nrq = p->sh = p->rh = 0;
         p->stage_len = 0;
+        /* What the loop sleeps on is this run's. A run that ended with an endpoint still
+         * waiting (a channel set aside, a deadline, an error) left its flag set, and the
+         * next run polled it with nothing to do there: POLLOUT on a writable socket, or
+         * POLLIN on bytes no op of this run reads, returned at once, for as long as the
+         * run waited. At SCHED_FIFO (NEZHA_PROGRESS_SCHED=auto/fifo) two ranks doing so
+         * held both cores of a 2-core machine from the other ranks' progress threads, which
+         * then never sent: every rank waited to receive until NEZHA_TIMEOUT (issue 14,
+         * session 26; tests/test_run_wait_flags.py). */
+        p->want_in = p->want_out = p->zc_wait = 0;
         if (p->tr && p->tr->tx_busy) e->zc_any = 1;
     }
     for (int32_t i = 0; i < nops; i++) {
