@@ -429,18 +429,20 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
         "Microseconds the progress loop keeps retrying (yielding the CPU between tries) "
         "before it sleeps in poll() when nothing moves. Small messages arrive within this "
         "window, and a wake-up from poll() costs more than the retries; 0 sleeps at once.")),
-    Param("PROGRESS_SCHED", "enum", "other", allowed=("other", "fifo", "auto"), help=(
+    Param("PROGRESS_SCHED", "enum", "auto", allowed=("other", "fifo", "auto"), help=(
         "Scheduling policy of the progress thread, which runs non-blocking collectives (DDP's "
         "buckets) while the program computes. other: the system's default. fifo: real-time "
         "(SCHED_FIFO, priority 1), so that it runs as soon as data arrives even when compute "
         "threads take every core, and never busy-polls (NEZHA_SPIN_US does not apply to it); "
         "needs CAP_SYS_NICE or an RLIMIT_RTPRIO of 1 or more (ulimit -r), else a warning and "
         "other. auto: fifo where the process may have it, else other without a warning (INFO "
-        "says which). With more busy threads than cores, overlap of communication with "
-        "compute depends on it: DDP in the lab (4 ranks on 2 cores, 2 x 400 Mbit/s) ran 1.83x "
-        "Gloo with fifo against 1.64x with other (docs/torch.md). Opt-in: as the default it "
-        "once stalled a job (session 23, docs/torch.md). Blocking collectives run in the "
-        "caller's thread and are not affected.")),
+        "says which). Real-time, the progress thread has the health thread at SCHED_FIFO 2 "
+        "above it, so that heartbeats are not starved. With more busy threads than cores, "
+        "overlap of communication with compute depends on it: DDP in the lab (4 ranks on 2 "
+        "cores, 2 x 400 Mbit/s) ran 1.77-1.83x Gloo with fifo against 1.64x with other "
+        "(docs/torch.md). Real time turns any busy loop into a stall of the other ranks (two "
+        "were found and fixed, docs/torch.md): other is the way back. Blocking collectives "
+        "run in the caller's thread and are not affected.")),
     Param("FAILOVER", "bool", "y", help=(
         "With two or more rails, survive the failure of a rail: its unfinished work is re-run "
         "on the others and it is re-admitted when it answers again. Striped collectives end "

@@ -67,6 +67,13 @@ def test_auto_refused_is_silent_and_keeps_the_default_policy():
         assert "NEZHA_PROGRESS_SCHED" not in out, out[-3000:]
 
 
-def test_other_is_the_default_and_keeps_the_default_policy():
-    """No setting: other (opt-in real time: docs/torch.md, session 23)."""
-    _run("other", sched=None)
+@pytest.mark.skipif(not _may_be_real_time(), reason="needs root, CAP_SYS_NICE or ulimit -r >= 1")
+def test_auto_is_the_default():
+    """No setting: auto (session 25's DDP rounds, docs/torch.md), so the progress thread is
+    SCHED_FIFO 1 and the health thread 2 where the process may have it."""
+    _run("auto", sched=None)
+
+
+def test_other_keeps_the_default_policy():
+    """other: the progress and health threads keep the system's default policy."""
+    _run("other", sched="other")
