@@ -372,7 +372,7 @@ def test_heartbeats_go_on_while_another_writer_holds_an_endpoint():
             sync.wait()
             return quiet
         held = []
-        hold = threading.Thread(target=lambda: held.append(eng.hold_ctrl_write(0 * comm.size + 1, 1.0)),
+        hold = threading.Thread(target=lambda: held.append(_hold(eng, 1, 1.0, write=True)),
                                 name="test-hold", daemon=True)
         c0 = eng.health_counts()
         hold.start()
@@ -389,13 +389,14 @@ def test_heartbeats_go_on_while_another_writer_holds_an_endpoint():
     assert not closed and secs < CONFIG_RAIL_TIMEOUT, f"rail 1 silent {secs:.2f} s mid-hold"
 
 
-def _hold(eng, i, seconds):
-    """Engine.hold_ctrl_read, again until the lock was free (the health thread may be
-    reading there that instant)."""
+def _hold(eng, i, seconds, write=False):
+    """Engine.hold_ctrl_read (or _write), again until the lock was free (the health thread
+    may be reading there, or sending a heartbeat, that instant)."""
     end = time.monotonic() + 5
-    while not eng.hold_ctrl_read(i, seconds):
+    while not (eng.hold_ctrl_write if write else eng.hold_ctrl_read)(i, seconds):
         assert time.monotonic() < end, "never free"
         time.sleep(0.001)
+    return True
 
 
 @pytest.mark.timeout(90)
