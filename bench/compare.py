@@ -728,7 +728,9 @@ def _nezha_defaults():
             "LAZY_STRIPED": "lazy" in inspect.signature(Executor._feeds).parameters,
             # a slow rail's piece judged by time; the probe's rates as links' (session 25)
             "PIECE_BY_TIME": getattr(Planner, "piece_by_time", False),
-            "PROBE_LINK_RATES": getattr(Planner, "probe_link_rates", False)}
+            "PROBE_LINK_RATES": getattr(Planner, "probe_link_rates", False),
+            # a second rail's slice priced in measured steps (session 26)
+            "PIECE_BY_STEP": getattr(Planner, "piece_by_step", False)}
 
 
 def build_document(lab, systems, opts, runs, lat_runs, reps, wall, started, command, mptcp_info,

@@ -322,6 +322,11 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
         "rails, about 2x faster in the lab), else 64k (a split's second slice costs shared "
         "CPUs more than it saves: with 32k a hierarchical 64 KiB allreduce on 4 hosts x 2 "
         "ranks was 1.25x slower, 2026-11-27; more crowded machines are not measured). "
+        "Where auto gives 32k and the step latency is measured (NEZHA_RAIL_ALPHA=auto, one "
+        "connection per rail), allreduce, allgather and reduce_scatter do not use the piece: "
+        "the cost model prices a second rail's slice, every step of the plan again at "
+        "0.75 measured steps, and stripes where that costs less than the bytes it moves "
+        "(32 KiB over two equal rails in the lab; session 26). "
         "`nezha info` and NEZHA_DEBUG=INFO (PLAN) show the value in use and why.")),
     Param("RAIL_MAX_RATIO", "float", "8", bound=">= 1", help=(
         "Rails slower than the fastest one divided by this ratio are left out of striping, "

@@ -359,6 +359,13 @@ VOTE_COST = 4.0     # a closing vote, in small allreduces (rd of 8 B on one rail
 # Layout.time would replace these two points once measured at more layouts.
 PIECE_ONE_PER_HOST = 32 << 10
 PIECE_SHARED_HOST = 64 << 10
+# Where PIECE_ONE_PER_HOST applied and the step latency is measured, the model prices a
+# second slice instead (Planner.piece_model): every step of the plan is repeated on the other
+# rail for that rail's piece, which costs the CPUs SLICE_STEP measured steps per step on top
+# of the bytes. A rail is used where that buys more than it costs at the job's own step and
+# rates (Planner._rails_by_model), so the point moves with them instead of a fixed 32 KiB.
+# Measured in the lab (docs/results/session26/band32): see there for the value.
+SLICE_STEP = 0.75
 
 
 def auto_min_piece(host_of, crowding=1.0):
@@ -398,6 +405,21 @@ class Layout:
         self.rd = [self._links([(r, r ^ k) for r in range(p2)]) for k in _pow2s(p2)]
         self.fold = self._links([(r, r - p2) for r in range(p2, n)])
         self._chains = {}
+
+    def steps(self, coll, algo):
+        """How many steps between ranks one slice of algo makes (a second slice on another
+        rail makes them all again): ring, rd, rab (the fold's two included)."""
+        n = self.n
+        if n <= 1:
+            return 0
+        fold = 2 if self.fold != (0, False) else 0
+        if algo == "ring":
+            return 2 * (n - 1) if coll == "allreduce" else n - 1
+        if algo == "rab":
+            return 2 * len(self.rd) + fold
+        if algo == "rd":
+            return len(self.rd) + (fold if coll == "allreduce" else 0)
+        raise ValueError(f"no step count for {algo}")
 
     def _links(self, pairs):
         """(most pairs leaving one host, any pair within a host) of one step."""

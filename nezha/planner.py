@@ -8,8 +8,9 @@ is posted, so every rank plans it after the same history of finished collectives
 import zlib
 
 from nezha import log
-from nezha.costmodel import (HIER_CLEAR, INA_SMALL_BYTES, RAIL_RATE, VOTE_COST, CostModel, Layout,
-                             OffloadModel, auto_min_piece, bucket_of, ina_small_time)
+from nezha.costmodel import (HIER_CLEAR, INA_SMALL_BYTES, PIECE_ONE_PER_HOST, RAIL_RATE, SLICE_STEP,
+                             VOTE_COST, CostModel, Layout, OffloadModel, auto_min_piece, bucket_of,
+                             ina_small_time)
 from nezha.topo import placement
 
 ALGO_RING = 1
@@ -27,6 +28,9 @@ ALGO_NAMES = {0: "direct", ALGO_RING: "ring", ALGO_RD: "rd", ALGO_CHAIN: "chain"
 LAZY_MAX_BYTES = 256 << 10  # failover.LAZY_MAX_BYTES: larger collectives vote
 ROUND = 256  # shares are whole multiples of this many elements (when large enough)
 MAX_PIECES = 64  # slices of one collective (the vote carries one bit per slice)
+# the collectives whose rails the model picks with a slice's cost (Planner.piece_model);
+# the others (broadcast's chain, reduce, alltoall, a re-run) keep the minimum piece
+PIECE_MODEL_COLLS = ("allreduce", "allgather", "reduce_scatter")
 
 
 class Plan:
@@ -64,6 +68,9 @@ class Planner:
     # piece judged by time (split), the probe's rates as links' with a measured step
     piece_by_time = True
     probe_link_rates = True
+    # a second rail's slice priced by the model in measured steps, not NEZHA_MIN_RAIL_PIECE
+    # (Planner.piece_model; session 26)
+    piece_by_step = True
 
     def __init__(self, nchan, cfg, names=None, ranks=1, nominal=None):
         self.nchan = nchan
@@ -107,10 +114,23 @@ class Planner:
             self.min_piece, self.piece_why = auto_min_piece(self.hosts, self.layout.crowding)
         else:
             self.min_piece, self.piece_why = self.piece_cfg, "NEZHA_MIN_RAIL_PIECE"
+        self._set_piece_model()
         self._hier_memo = {}
         self._choice_memo = {}
         self._owners_memo = {}
         self._ina_memo = {}
+
+    def _set_piece_model(self):
+        """piece_model: auto, one rank per host, a measured step (the same on every rank): a
+        second slice costs SLICE_STEP steps per step of its plan, and the model picks the
+        rails of allreduce, allgather and reduce_scatter (_rails_by_model); the minimum
+        piece stays for the rest. One connection per rail only (the model counts rails,
+        split channels)."""
+        self.piece_model = bool(self.piece_by_step and self.piece_cfg is None
+                                and self.rail_alpha is not None and self.nconns == 1
+                                and self.min_piece == PIECE_ONE_PER_HOST)
+        self._rails_memo = {}
+        self._choice_memo = {}
 
     def set_step_latency(self, rail_alpha, why):
         """The seconds one step between hosts costs (topo/steplatency.py's agreed measure,
@@ -232,7 +252,7 @@ class Planner:
                 [c for c in range(self.nchan) if self.alive[c]] or [0])
         return max(live, key=lambda c: (rates[c], -c))
 
-    def split(self, coll, count, esize, blocks=1):
+    def split(self, coll, count, esize, blocks=1, algo=None):
         """[(channel, off, cnt)] covering [0, count) exactly once (of each of blocks blocks:
         an allgather's or reduce_scatter's pieces are cut from every block alike, so a rail's
         piece of the payload is its share of all of them, as an allreduce's is of its one
@@ -243,7 +263,10 @@ class Planner:
         leaves out is never measured in it again (one-slice plans below GLOBAL_MIN_BYTES do
         not feed the model), so shares a few points off equal dropped a rail from 128 KiB
         for good (1.8 or 3.6 ms in the lab, docs/sim.md). The bucket's rates only share the
-        payload among the channels chosen, each of which it keeps measuring."""
+        payload among the channels chosen, each of which it keeps measuring.
+
+        With the model's slice cost (piece_model; algo: the plan's algorithm) as many
+        channels as _rails_by_model finds worth their slice, instead of the minimum piece."""
         nbytes = count * esize
         key = bucket_of(coll, nbytes)
         payload = nbytes * max(blocks, 1)
@@ -253,7 +276,16 @@ class Planner:
         active = [c for c in live if prior[c] * self.max_ratio >= top]
         active = sorted(active, key=lambda c: (-prior[c], c))[: self.max_rails]
         min_piece = self.min_piece if self.min_piece != float("inf") else payload + 1
+        name = ALGO_NAMES.get(algo)
+        want = (self._rails_by_model(coll, name, payload)
+                if self.piece_model and coll in PIECE_MODEL_COLLS and name in ("ring", "rd", "rab")
+                else None)
         while len(active) > 1:
+            if want is not None:
+                if len(active) <= want:
+                    break
+                active.remove(min(active, key=lambda c: (prior[c], -c)))  # the slowest
+                continue
             share = self.model.prior_shares([c in active for c in range(self.nchan)])
             # judged by time, not bytes: the pieces of a split finish together, so the
             # slowest rail's piece takes as long as the fastest rail's, and that must be at
@@ -323,6 +355,7 @@ class Planner:
                  and self.probe_link_rates else 1.0)
         self.rail_rates = ([RAIL_RATE] * rails if not mbps or len(mbps) != rails else
                            [float(m) * 125e3 * scale for m in mbps])
+        self._rails_memo = {}
         self._choice_memo = {}
         self._hier_memo = {}
         self._ina_memo = {}
@@ -336,6 +369,7 @@ class Planner:
     @algo.setter
     def algo(self, value):
         self._algo = value
+        self._rails_memo = {}
         self._choice_memo = {}
         self._hier_memo = {}
         self._ina_memo = {}
@@ -346,9 +380,12 @@ class Planner:
         self._choice_memo = {}
         self._ina_memo = {}
 
-    def _rails_used(self, nbytes):
+    def _rails_used(self, nbytes, coll=None, name=None):
         """Rails a split payload of nbytes goes over, as Planner.split picks them (by the
-        rails' speeds here): the fastest rail's piece at least NEZHA_MIN_RAIL_PIECE."""
+        rails' speeds here): the fastest rail's piece at least NEZHA_MIN_RAIL_PIECE, or with
+        the model's slice cost (piece_model) as many as pay for their slice."""
+        if self.piece_model and coll in PIECE_MODEL_COLLS and name in ("ring", "rd", "rab"):
+            return self._rails_by_model(coll, name, nbytes)
         rates = sorted(self.rail_rates, reverse=True)
         if self.min_piece == float("inf"):
             return 1
@@ -357,6 +394,30 @@ class Planner:
         k = len(rates)
         while k > 1 and nbytes * rates[0] / sum(rates[:k]) < self.min_piece:
             k -= 1
+        return k
+
+    def _slice_cost(self, coll, name):
+        """Seconds one more rail's slice adds to a plan of name: SLICE_STEP measured steps
+        for each of its steps (0 without the model's slice cost)."""
+        if not (self.piece_model and coll in PIECE_MODEL_COLLS):
+            return 0.0
+        return SLICE_STEP * self.layout.rail_alpha * self.layout.steps(coll, name)
+
+    def _rails_by_model(self, coll, name, nbytes):
+        """How many rails (the fastest first) give the shortest modelled time for nbytes of
+        coll by name, each rail after the first paying _slice_cost. From the agreed rail
+        rates and step latency only: the same on every rank."""
+        key = (coll, name, nbytes)
+        k = self._rails_memo.get(key)
+        if k is None:
+            rates = sorted(self.rail_rates, reverse=True)[: max(1, self.max_rails)]
+            extra = self._slice_cost(coll, name)
+            best = min((self.layout.time(coll, name, nbytes, j, rate=sum(rates[:j]))
+                        + (j - 1) * extra, j) for j in range(1, len(rates) + 1))
+            k = best[1]
+            if len(self._rails_memo) >= 1024:
+                self._rails_memo.clear()
+            self._rails_memo[key] = k
         return k
 
     def flat_times(self, coll, nbytes, root=0):
@@ -375,12 +436,13 @@ class Planner:
             if name == "rd" and coll != "allreduce" and (n < 2 or n & (n - 1)):
                 continue  # recursive doubling/halving of blocks: a power of two of ranks only
             whole = name == "tree" or (name == "rd" and coll == "allreduce")
-            k = 1 if whole else self._rails_used(nbytes)
+            k = 1 if whole else self._rails_used(nbytes, coll, name)
             if name == "tree":  # with failover lazy; right after a lazy tree an allreduce
                 # that ORs bytes runs instead (Communicator._broadcast), priced as the tree
                 t = self.layout.time("broadcast", "tree", nbytes, 1, root, rate=rates[0])
             else:
-                t = self.layout.time(coll, name, nbytes, k, root, rate=sum(rates[:k]))
+                t = (self.layout.time(coll, name, nbytes, k, root, rate=sum(rates[:k]))
+                     + (k - 1) * self._slice_cost(coll, name))
             # with failover, a collective that is not lazy (large, or a chain: no retarget,
             # failover.lazy_ok) ends with a vote, a control round of its own; small striped
             # ones are lazy too (session 20)
@@ -538,6 +600,10 @@ class Planner:
     def describe_piece(self):
         """The smallest rail piece in use and where it comes from."""
         v = self.min_piece
+        if self.piece_model:
+            return (f"rails by the model for allreduce, allgather, reduce_scatter (a slice "
+                    f"{SLICE_STEP:g} steps per step), else min rail piece {_size(v)} "
+                    f"({self.piece_why})")
         return f"min rail piece {'inf' if v == float('inf') else _size(v)} ({self.piece_why})"
 
     # ---- the INA rail: an offload channel beside the TCP rails ----------------------------
@@ -586,7 +652,7 @@ class Planner:
         if algo == ALGO_RD:  # latency-bound: whole, on the channel that finishes first
             key = bucket_of("allreduce-rd", nbytes)
             return Plan([(self.best_channel(key), 0, count)], algo, key, esize)
-        slices, key = self.split("allreduce", count, esize)
+        slices, key = self.split("allreduce", count, esize, algo=algo)
         return Plan(slices, algo, key, esize, self._owner_tag(algo))
 
     def broadcast(self, count, esize, small_algo=ALGO_TREE, root=0):
@@ -611,7 +677,7 @@ class Planner:
         """Plan for allgather / reduce_scatter / alltoall / reduce: how each block is cut
         (allgather and reduce_scatter: over rails by the size of all the ranks' blocks)."""
         nblocks = self.ranks if coll in ("allgather", "reduce_scatter") else 1
-        slices, key = self.split(coll, block_count, esize, nblocks)
+        slices, key = self.split(coll, block_count, esize, nblocks, algo)
         return Plan(slices, algo, key, esize, self._owner_tag(algo, coll))
 
     def single(self, algo=0):

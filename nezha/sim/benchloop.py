@@ -69,7 +69,8 @@ def planner_then(pl, doc):
     document does not record HOT_CAP split hot buckets by their own rates alone (a slow
     shaped rail's burst drew 256-512 KiB onto it); CostModel._capped bounds them by the
     prior since. Runs that do not record SYNC_BYTES_MAX synced every SYNC_BYTES, steady or
-    not. Runs that do not record PIECE_BY_TIME / PROBE_LINK_RATES ran before session 25."""
+    not. Runs that do not record PIECE_BY_TIME / PROBE_LINK_RATES ran before session 25,
+    PIECE_BY_STEP before session 26."""
     defaults = doc.get("nezha_defaults") or {}
     cpus = (doc.get("host") or {}).get("cpus")
     if cpus and getattr(pl, "hosts", None):
@@ -83,8 +84,12 @@ def planner_then(pl, doc):
     # the links' with a measured step (Planner.piece_by_time, probe_link_rates)
     pl.piece_by_time = bool(defaults.get("PIECE_BY_TIME"))
     pl.probe_link_rates = bool(defaults.get("PROBE_LINK_RATES"))
+    # recorded since session 26: a second rail's slice priced in measured steps
+    # (Planner.piece_by_step); before, NEZHA_MIN_RAIL_PIECE alone
+    pl.piece_by_step = bool(defaults.get("PIECE_BY_STEP"))
     if hasattr(pl, "_link_rates"):  # not on a stand-in with a model only (test_planner)
         pl._link_rates()
+        pl._set_piece_model()
     lazy = defaults.get("LAZY_STRIPED")
     pl.lazy_striped = bool(str(doc.get("started") or "") >= LAZY_STRIPED_SINCE
                            if lazy is None else lazy)
