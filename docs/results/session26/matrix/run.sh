@@ -4,7 +4,7 @@
 # usage: run.sh [equal|unequal|loopback]...   (default: all three)
 # TREE: the tree to run (default: this worktree); outputs in /tmp/h28/<step><TAG>
 PY=/work/main/.venv/bin/python; D=$(dirname $(readlink -f $0)); T=${TREE:-$(cd $D/../../../.. && pwd)}
-cd $T; export PYTHONPATH=$T NEZHA_LAB_NAME=h28; mkdir -p /tmp/h28
+cd $T; export PYTHONPATH=$T NEZHA_LAB_NAME=${LABNAME:-h28}; mkdir -p /tmp/h28
 SYS=${SYS:-nezha-all,nezha-rail0,mpi-all,mpi-rail0,mpi-all-ring,mpi-rail0-ring,gloo-rail0,gloo-all}
 COLL=${COLL:-allreduce,broadcast,allgather,reduce_scatter}
 EXTRA=${EXTRA:-}      # e.g. "--min-size 8K --max-size 64K" for reruns
