@@ -1,0 +1,3 @@
+PY=/work/main/.venv/bin/python
+run() { local tag=$1 tree=$2; shift 2; (cd $tree && env "$@" PYTHONPATH=$tree $PY -m nezha bench compare --rates 400mbit --collectives broadcast --systems nezha-all,mpi-all --min-size 8K --max-size 16K --reps 3 --reps-other 3 --time-budget 0.3 --out /tmp/bc-$tag > /tmp/bc-$tag.log 2>&1); echo "== $tag $*"; grep -E '^\| (8|16) KiB \|' /tmp/bc-$tag/compare.md | head -2; }
+run auto1 /work/main X=1; run other1 /work/main NEZHA_PROGRESS_SCHED=other; run old3 /work/base26 X=1; run other2 /work/main NEZHA_PROGRESS_SCHED=other; run auto2 /work/main X=1; run old4 /work/base26 X=1
