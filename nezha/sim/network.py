@@ -6,9 +6,9 @@ Time of a transfer = its latency (path latency plus the software alpha of its ra
 bytes at the rate the network gives it. A STREAM dependant (the ring's pipeline) starts
 when its dependency has started and is held to its dependency's rate while that runs.
 A task may carry a rate cap of its own (wl.rate_cap, B/s: an INA rank's window of credits
-over its round trip, nezha/sim/ina_sched.py). Events are coalesced: at the next finish, every flow that would finish within tol of its
-own duration later finishes too, and starts due within tol of a typical transfer's
-time happen together. No transfer ends earlier than it should by more than tol of its own
+over its round trip, nezha/sim/ina_sched.py). Events are coalesced: at the next finish,
+every flow that would finish within tol of its own duration later finishes too, and starts
+due within tol of a typical transfer's time happen together. No transfer ends earlier than it should by more than tol of its own
 time, so the collective's time is low by at most about tol; it keeps ECMP's thousands of
 distinct finishing times, and a desynchronised 512-rank ring, to a few hundred events.
 """
@@ -133,7 +133,7 @@ def simulate(wl, fabric, host_of, scheme="ecmp", nconns=1, alpha=0.0, failures=(
     t_end = np.full(T, np.nan)
     rem = rt.flow_bytes.astype(np.float64).copy()
     frac = rt.flow_bytes / np.maximum(wl.nbytes[rt.flow_task], 1e-300)
-    task_cap = getattr(wl, "rate_cap", None)  # B/s per task (np.inf: none), or None
+    task_cap = wl.rate_cap  # B/s per task (np.inf: none), or None
     if task_cap is not None:
         task_cap = np.asarray(task_cap, np.float64)
         if task_cap.shape != (T,) or (task_cap <= 0).any() or np.isnan(task_cap).any():
