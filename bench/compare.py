@@ -730,7 +730,9 @@ def _nezha_defaults():
             "PIECE_BY_TIME": getattr(Planner, "piece_by_time", False),
             "PROBE_LINK_RATES": getattr(Planner, "probe_link_rates", False),
             # a second rail's slice priced in measured steps (session 26)
-            "PIECE_BY_STEP": getattr(Planner, "piece_by_step", False)}
+            "PIECE_BY_STEP": getattr(Planner, "piece_by_step", False),
+            # a split moves by the modelled time it saves, not 1 % of the payload (session 27)
+            "HYST_BY_TIME": getattr(CostModel(1, ["rail0"]), "hyst_by_time", False)}
 
 
 def build_document(lab, systems, opts, runs, lat_runs, reps, wall, started, command, mptcp_info,

@@ -37,7 +37,15 @@ K_WARM = 3          # synced samples before a bucket trusts its own rates
 LAMBDA = 0.5        # EWMA weight of a new sample
 SHIFT_FACTOR = 1.8  # rate change that counts as a shift (either way)
 SHIFT_SYNCS = 2     # consecutive shifted syncs before every bucket goes COLD
-HYSTERESIS = 0.01   # ignore split changes smaller than this share of the payload
+HYSTERESIS_TIME = 0.005  # move a bucket's split only when the split in force, under the new
+# rates, is modelled this much slower than the new one (fraction of its modelled time). A
+# share threshold is wrong on unequal rails: on 400 + 100 Mbit/s a point of share toward the
+# slow rail costs ~5 % of the time, so a 1 %-of-payload threshold kept the split that slow
+# first calls (idle VM pages) had pulled toward the 100, 3-4 % slower for the whole job
+# (session 26). 0.5 %: well below what a point costs on any split, above the jitter of the
+# EWMA target between syncs. A constant, not a setting: every rank must apply the same rule.
+HYSTERESIS = 0.01   # the rule before session 27 (ignore split changes smaller than this
+# share of the payload), kept to replay runs made with it (sim: hyst_by_time off)
 EQUAL_BAND = 0.03   # shares this close to equal are made exactly equal (Ethereal)
 SYNC_BYTES = 8 << 20  # striped bytes between syncs (while the model is not steady)
 SYNC_BYTES_MAX = 32 << 20  # ... doubled by each steady sync up to this
@@ -82,6 +90,8 @@ class CostModel:
         self.cap_hot = True  # _capped; off only to replay runs made before it (sim)
         self.learn_striped = True  # LEARN_BYTES counts striped records only; off: the sim
         # replaying runs made before (session 21)
+        self.hyst_by_time = True  # _worth_moving by modelled time; off: the sim replaying
+        # runs made before (session 27), which moved by HYSTERESIS of the payload
 
     # ---- local recording (not used for planning until synced) ------------------------
 
@@ -211,12 +221,16 @@ class CostModel:
 
     def _target(self, key, mask):
         """The split the current rates ask for (equal when nearly equal: Ethereal)."""
+        return self._normalize(self._target_rates(key, mask), mask)
+
+    def _target_rates(self, key, mask):
+        """The rates per channel _target splits by."""
         rates, state = self.rates(key)
         if state == HOT and any(m and r is None for m, r in zip(mask, self.buckets[key].rho)):
             rates = self.prior()  # a channel this bucket never ran on: no share of 0 for ever
         elif state == HOT and self.cap_hot:
             rates = self._capped(rates, mask)
-        return self._normalize(rates, mask)
+        return rates
 
     def _capped(self, rates, mask):
         """A hot bucket's rates, where no channel the prior finds slower gets a larger
@@ -264,14 +278,30 @@ class CostModel:
         return b.shares
 
     def _restep(self):
-        # after new rates: move each bucket's split if it moved by more than the hysteresis
+        # after new (agreed) rates: move each bucket's split where that is worth it
         for key, b in sorted(self.buckets.items()):
             if b.shares is None:
                 continue
-            new = self._target(key, b.mask)
-            if max(abs(a - o) for a, o in zip(new, b.shares)) >= HYSTERESIS:
+            rates = self._target_rates(key, b.mask)
+            new = self._normalize(rates, b.mask)
+            if new != b.shares and self._worth_moving(b.shares, new, rates):
                 b.shares = new
                 self._log_split(key, b)
+
+    def _worth_moving(self, old, new, rates):
+        """The hysteresis, the one rule for every bucket: move from the split in force (old)
+        to new when, under the new rates, old's modelled time exceeds new's by more than
+        HYSTERESIS_TIME of old's. Its inputs are agreed (the synced rates), so every rank
+        decides alike; it runs in apply() only, so a plan cached between syncs stays valid.
+        Where the model cannot price a split (a channel in it at rate 0), or replaying a run
+        made before session 27 (hyst_by_time off): by share, HYSTERESIS of the payload."""
+        if self.hyst_by_time:
+            t_old, t_new = makespan(old, rates), makespan(new, rates)
+            if math.isfinite(t_old) and math.isfinite(t_new):
+                return t_old - t_new > HYSTERESIS_TIME * t_old
+            if math.isfinite(t_new):
+                return True
+        return max(abs(a - o) for a, o in zip(new, old)) >= HYSTERESIS
 
     def _log_split(self, key, b):
         log.info("PLAN", f"bucket {_key_text(key)} [{b.state}] split "
@@ -298,6 +328,21 @@ class CostModel:
     @staticmethod
     def _mbps(r):
         return "?" if r is None else f"{r * 8e-6:.0f} Mbit/s"
+
+
+def makespan(shares, rates):
+    """Modelled time of a split per byte of payload: the channel that finishes last, its
+    share over its rate. The model keeps no fixed cost per channel apart: a rate is what the
+    channel delivered at this bucket's size (bytes over the slice's whole time, its fixed
+    cost included), so the payload cancels out. inf when a channel with a share has no
+    rate."""
+    t = 0.0
+    for s, r in zip(shares, rates):
+        if s > 0:
+            if not r > 0:
+                return math.inf
+            t = max(t, s / r)
+    return t
 
 
 def bucket_of(coll, nbytes):
