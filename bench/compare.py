@@ -724,6 +724,8 @@ def _nezha_defaults():
             # a COLD bucket's fast learning syncs count striped records only
             "LEARN_STRIPED": getattr(CostModel(1, ["rail0"]), "learn_striped", False),
             "SYNC_BYTES_MAX": getattr(costmodel, "SYNC_BYTES_MAX", costmodel.SYNC_BYTES),
+            # a steady sync interval of up to this many seconds at synced rates (session 27)
+            "SYNC_STEADY_S": getattr(costmodel, "SYNC_STEADY_S", 0.0),
             # small striped calls are lazy and do not feed the model (sim/benchloop.py)
             "LAZY_STRIPED": "lazy" in inspect.signature(Executor._feeds).parameters,
             # a slow rail's piece judged by time; the probe's rates as links' (session 25)

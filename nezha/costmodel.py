@@ -21,10 +21,12 @@ slowed down or sped up), or that joins or leaves, sends every bucket back to COL
 
 The sync interval (sync_bytes) starts at SYNC_BYTES. A sync in which every bucket it carries
 was HOT already and no channel's rate moved by SHIFT_FACTOR doubles it, up to SYNC_BYTES_MAX
-(a steady model is only kept up to date, and each sync is a collective of its own: issue
-14 found 4 of them, 5.5-9.4 ms, in every DDP step); any other sync (a COLD bucket in it, a
-rate shift) and a channel joining or leaving set it back. It follows synced state only, so
-every rank syncs at the same point.
+or what the channels move in SYNC_STEADY_S at their synced rates, whichever is more (a
+steady model is only kept up to date, and each sync is a collective of its own: issue
+14 found 4 of them, 5.5-9.4 ms, in every DDP step; with 2 hosts x 4 ranks on 2 cores a
+16 MiB allreduce synced every second call at ~10 ms a sync, 3 % of its time, session 27);
+any other sync (a COLD bucket in it, a rate shift) and a channel joining or leaving set it
+back. It follows synced state only, so every rank syncs at the same point.
 """
 import collections
 import math
@@ -41,6 +43,7 @@ HYSTERESIS = 0.01   # ignore split changes smaller than this share of the payloa
 EQUAL_BAND = 0.03   # shares this close to equal are made exactly equal (Ethereal)
 SYNC_BYTES = 8 << 20  # striped bytes between syncs (while the model is not steady)
 SYNC_BYTES_MAX = 32 << 20  # ... doubled by each steady sync up to this
+SYNC_STEADY_S = 1.0   # ... or up to what the channels move in this long (synced rates)
 SYNC_COUNT = 64       # ... or this many recorded collectives
 GLOBAL_MIN_BYTES = 256 << 10  # slices at least this large feed the overall (prior) rate
 LEARN_BYTES = 256 << 10     # while a bucket is cold, sync after this much striped traffic
@@ -78,6 +81,7 @@ class CostModel:
         self.syncs = 0
         self.sync_bytes = SYNC_BYTES  # the interval in force (identical on every rank)
         self.sync_max = SYNC_BYTES_MAX  # SYNC_BYTES only to replay runs made before (sim)
+        self.sync_seconds = SYNC_STEADY_S  # 0 only to replay runs made before (sim)
         self.version = 0   # bumped whenever a plan could change (plan cache key)
         self.cap_hot = True  # _capped; off only to replay runs made before it (sim)
         self.learn_striped = True  # LEARN_BYTES counts striped records only; off: the sim
@@ -155,7 +159,7 @@ class CostModel:
                          f"{self._rates_text(b.rho)})")
         # from what every rank applied alike (the summed times), never from local timings
         steady = steady and not any(shift)
-        self.sync_bytes = min(2 * self.sync_bytes, self.sync_max) if steady else SYNC_BYTES
+        self.sync_bytes = min(2 * self.sync_bytes, self._steady_max()) if steady else SYNC_BYTES
         for c in range(self.nchan):
             self.shifted[c] = self.shifted[c] + 1 if shift[c] else 0
             if self.shifted[c] >= SHIFT_SYNCS:
@@ -166,6 +170,16 @@ class CostModel:
         self.pending, self.pending_bytes, self.pending_count = {}, 0, 0
         self._restep()
         self.version += 1
+
+    def _steady_max(self):
+        """The longest sync interval of a steady model: SYNC_BYTES_MAX, or the bytes the
+        channels move in sync_seconds at their overall rates when that is more (a sync
+        costs a small collective, whatever the rails' speed). From synced rates only: the
+        same on every rank."""
+        rates = [r for r in self.rho if r is not None]
+        if not self.sync_seconds or not rates:
+            return self.sync_max
+        return max(self.sync_max, int(sum(rates) * self.sync_seconds))
 
     def _last_rate(self, keys, summed, nranks, c):
         best = None

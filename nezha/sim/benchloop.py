@@ -69,7 +69,7 @@ def planner_then(pl, doc):
     document does not record HOT_CAP split hot buckets by their own rates alone (a slow
     shaped rail's burst drew 256-512 KiB onto it); CostModel._capped bounds them by the
     prior since. Runs that do not record SYNC_BYTES_MAX synced every SYNC_BYTES, steady or
-    not. Runs that do not record PIECE_BY_TIME / PROBE_LINK_RATES ran before session 25,
+    not; those that do not record SYNC_STEADY_S capped it at SYNC_BYTES_MAX. Runs that do not record PIECE_BY_TIME / PROBE_LINK_RATES ran before session 25,
     PIECE_BY_STEP before session 26."""
     defaults = doc.get("nezha_defaults") or {}
     cpus = (doc.get("host") or {}).get("cpus")
@@ -80,6 +80,8 @@ def planner_then(pl, doc):
     pl.model.cap_hot = bool(defaults.get("HOT_CAP"))
     pl.model.learn_striped = bool(defaults.get("LEARN_STRIPED"))  # recorded since session 21
     pl.model.sync_max = int(defaults.get("SYNC_BYTES_MAX", costmodel.SYNC_BYTES))
+    # recorded since session 27: a steady interval of up to SYNC_STEADY_S at synced rates
+    pl.model.sync_seconds = float(defaults.get("SYNC_STEADY_S", 0.0))
     # recorded since session 25: a slow rail's piece judged by time, the probe's rates as
     # the links' with a measured step (Planner.piece_by_time, probe_link_rates)
     pl.piece_by_time = bool(defaults.get("PIECE_BY_TIME"))
