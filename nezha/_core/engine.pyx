@@ -704,6 +704,7 @@ cdef class Engine:
         free(self.e.trace_ops); free(self.e.trace_t)
         self.e.trace_ops, self.e.trace_t, self.e.trace_base = NULL, NULL, NULL
         self.e.trace_cap = self.e.trace_n = 0
+        self.e.trace_t0 = 0
         if cap <= 0:
             return
         self.e.trace_ops = <nz_op_t *>malloc(cap * sizeof(nz_op_t))
