@@ -157,6 +157,14 @@ typedef struct {
     int zc_wait;
     uint64_t tx_kicks;         /* sends pushed again by nz_kick_stuck (lifetime) */
     uint64_t run_polls;        /* sleeps in poll() of runs (lifetime): how often a run woke */
+    /* op trace (Engine.trace_ops; off: trace_cap 0): a run of trace_min..trace_cap ops is
+     * copied at its start and each op's finish time (ns after start, -1: not finished)
+     * recorded, for a breakdown of a schedule's phases; costs nothing when off */
+    nz_op_t *trace_ops;
+    int64_t *trace_t;
+    const nz_op_t *trace_base; /* the traced run's ops (NULL: this run is not traced) */
+    int32_t trace_cap, trace_min, trace_n;
+    int64_t trace_t0;
 } nz_engine_t;
 
 static inline int64_t nz_now_ns(void) {
@@ -232,6 +240,10 @@ static inline void nz_op_finished(nz_engine_t *e, const nz_op_t *o, int64_t t0) 
     if (o->chan >= 0 && o->chan < e->nchan) {
         e->chan_ns[o->chan] = nz_now_ns() - t0;
         e->chan_bytes[o->chan] += o->nbytes;
+    }
+    if (e->trace_base) {
+        ptrdiff_t i = o - e->trace_base;
+        if (i >= 0 && i < e->trace_n) e->trace_t[i] = nz_now_ns() - t0;
     }
 }
 
@@ -476,6 +488,14 @@ static inline int nz_start(nz_engine_t *e, nz_op_t *ops, int32_t nops, int dtype
     e->op = op;
     e->t0 = nz_now_ns();
     for (int32_t c = 0; c < e->nchan; c++) { e->chan_ns[c] = 0; e->chan_bytes[c] = 0; }
+    e->trace_base = NULL;
+    if (e->trace_cap && nops >= e->trace_min && nops <= e->trace_cap) {
+        memcpy(e->trace_ops, ops, (size_t)nops * sizeof(nz_op_t));
+        for (int32_t i = 0; i < nops; i++) e->trace_t[i] = -1;
+        e->trace_n = nops;
+        e->trace_t0 = e->t0;
+        e->trace_base = ops;
+    }
     if (nz_build_queues(e, ops, nops)) return nz_fail(e, NZ_ERR_INTERNAL, -1, -1, ENOMEM);
     e->chan_failed = 0;
     /* An abort a peer sent after our last run (e.g. it found a mismatch in a collective

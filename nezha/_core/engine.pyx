@@ -461,6 +461,7 @@ cdef class Engine:
         free(self.e.slice_chan)
         free(self.e.data_heard)
         free(self.e.qbuf)
+        free(self.e.trace_ops); free(self.e.trace_t)
 
     def set_spin(self, double seconds):
         """Busy-poll this long before sleeping when nothing moves."""
@@ -695,6 +696,34 @@ cdef class Engine:
             if p.sh < p.nsq and not (self.e.chan_failed & (1ULL << p.chan)):
                 return (p.sq[p.sh], i)
         return None
+
+    def trace_ops(self, int min_ops, int cap):
+        """Trace the runs of min_ops..cap ops (cap 0: off): op_times() gives the last one's
+        ops and their finish times. A measurement hook (docs/results/session27/hier-floor),
+        nothing per op when off."""
+        free(self.e.trace_ops); free(self.e.trace_t)
+        self.e.trace_ops, self.e.trace_t, self.e.trace_base = NULL, NULL, NULL
+        self.e.trace_cap = self.e.trace_n = 0
+        self.e.trace_t0 = 0
+        if cap <= 0:
+            return
+        self.e.trace_ops = <nz_op_t *>malloc(cap * sizeof(nz_op_t))
+        self.e.trace_t = <int64_t *>malloc(cap * sizeof(int64_t))
+        if self.e.trace_ops == NULL or self.e.trace_t == NULL:
+            raise MemoryError()
+        self.e.trace_cap, self.e.trace_min = cap, min_ops
+
+    def op_times(self):
+        """The last traced run: {"t0": CLOCK_MONOTONIC ns of its start, "ops": [(kind,
+        peer, chan, nbytes, dep0, dep1, finish ns after start or -1)]} (peer -1: local)."""
+        cdef int32_t i
+        cdef nz_op_t *o
+        ops = []
+        for i in range(self.e.trace_n):
+            o = &self.e.trace_ops[i]
+            ops.append((o.kind, o.ep % self.size if o.ep >= 0 else -1, o.chan, o.nbytes,
+                        o.dep[0], o.dep[1], self.e.trace_t[i]))
+        return {"t0": self.e.trace_t0, "ops": ops}
 
     def channel_times_ns(self):
         """Per channel: (ns from start to its last op, bytes moved) in the last run."""

@@ -259,6 +259,13 @@ cdef extern from "nezha/nezha_engine.h" nogil:
         int64_t qcap
         uint64_t tx_kicks
         uint64_t run_polls
+        nz_op_t *trace_ops
+        int64_t *trace_t
+        const nz_op_t *trace_base
+        int32_t trace_cap
+        int32_t trace_min
+        int32_t trace_n
+        int64_t trace_t0
 
     int64_t nz_now_ns()
     int nz_start(nz_engine_t *e, nz_op_t *ops, int32_t nops, int dtype, int op)
