@@ -34,6 +34,15 @@ def parse_size(text):
     return int(text[:-1]) * UNITS[text[-1]] if text[-1] in UNITS else int(text)
 
 
+def parse_rate(text):
+    """'400mbit', '1.6gbit' -> bit/s."""
+    t = text.strip().lower()
+    for suf, m in (("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3), ("bit", 1.0)):
+        if t.endswith(suf):
+            return float(t[:-len(suf)]) * m
+    return float(t)
+
+
 def fmt_size(n):
     for u in ("G", "M", "K"):
         if n >= UNITS[u] and n % UNITS[u] == 0:
@@ -81,7 +90,8 @@ def worker(a):
     addr = os.environ["NEZHA_INA_ADDR"].split(",")[0]
     c = InaClient(addr, secret=secret, rank=rank, size=n, timeout=a.timeout, tag=b"sweep")
     rows = rank_sweep(c, rank, n, a.windows, a.sizes, a.budget, a.timeout, a.iters)
-    st = dict(c.stats(), chunk_bytes=c.chunk_bytes)
+    st = dict(c.stats(), chunk_bytes=c.chunk_bytes, rtt_us=(c.rtt_s or 0) * 1e6,
+              nslots=c.nslots)
     c.close()
     if rank == 0:
         report({"rows": rows, "client": st})
@@ -196,6 +206,12 @@ def main():
               f"{r['algbw_MBps']:>11.2f} {r['busbw_MBps']:>11.2f} {r['algbw_MBps'] * 8:>12.1f} {r['wrong']:>6}")
     print(f"# service counters: {json.dumps(srv)}")
     print(f"# rank 0 counters: {json.dumps(cli)}")
+    if a.lab and cli.get("rtt_us"):  # what nezha's INA rail takes by default here
+        from nezha.rails.ina.client import window_why
+        rate = parse_rate(a.rate) / 8
+        print(f"# nezha's default window at the rail's rate and rank 0's PING round trip "
+              f"({cli['rtt_us']:.0f} us, median of registration's): "
+              f"{window_why(cli['chunk_bytes'], rate, cli['rtt_us'] * 1e-6, cli.get('nslots'))}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"where": where, "argv": sys.argv, "rows": rows, "service": srv, "client": cli}, f, indent=1)

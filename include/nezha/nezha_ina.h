@@ -1018,6 +1018,51 @@ static int ina_cli_note(ina_client_t *c, int type) {
  * this rank is alive and reaches the service, also while it is not in a collective. */
 static int ina_client_ping(ina_client_t *c) { return ina_cli_note(c, INA_T_PING); }
 
+/* Round trips to the service: n PINGs one after another, each answered by a PONG that
+ * echoes its seq (INA_RTT_SEQ | i); out_us[i] the i-th's microseconds. Header-only
+ * datagrams, so a round trip without a chunk's serialization (the window adds that).
+ * Call it with no collective running on the client (the registration's thread). The
+ * number of answers (a lost PING or PONG waits ms_each and counts nothing), or -errno. */
+#define INA_RTT_SEQ 0x80000000u
+static int ina_client_rtt(ina_client_t *c, int n, int ms_each, double *out_us) {
+    if (c->fd < 0 || !c->token) return -ENOTCONN;
+    int got = 0;
+    uint8_t buf[INA_DGRAM];
+    for (int i = 0; i < n; i++) {
+        ina_hdr_t h;
+        memset(&h, 0, sizeof h);
+        h.magic = INA_MAGIC;
+        h.type = INA_T_PING;
+        h.token = c->token;
+        h.rank = c->rank;
+        h.seq = INA_RTT_SEQ | (uint32_t)i;
+        int64_t t0 = ina_now_us(), end = t0 + (int64_t)ms_each * 1000;
+        if (send(c->fd, &h, sizeof h, 0) < 0) return -errno;
+        for (;;) {
+            int64_t now = ina_now_us();
+            if (now >= end) break;
+            struct pollfd pf = {c->fd, POLLIN, 0};
+            int r = poll(&pf, 1, (int)((end - now + 999) / 1000));
+            if (r < 0 && errno != EINTR) return -errno;
+            if (r <= 0) continue;
+            ssize_t len = recv(c->fd, buf, INA_DGRAM, MSG_DONTWAIT);
+            if (len < 0) {
+                if (errno == EAGAIN || errno == EINTR) continue;
+                return -errno;
+            }
+            ina_hdr_t r_;
+            if ((size_t)len < sizeof r_) continue;
+            memcpy(&r_, buf, sizeof r_);
+            if (r_.magic == INA_MAGIC && r_.type == INA_T_PONG && r_.token == c->token &&
+                r_.seq == h.seq) {
+                out_us[got++] = (double)(ina_now_us() - t0);
+                break;
+            }
+        }
+    }
+    return got;
+}
+
 static void ina_client_close(ina_client_t *c) {
     ina_cli_note(c, INA_T_BYE);
     if (c->fd >= 0) close(c->fd);

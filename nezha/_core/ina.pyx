@@ -78,6 +78,7 @@ cdef extern from "nezha/nezha_ina.h" nogil:
     int ina_client_allgather(ina_client_t *c, const void *send, void *recv, size_t block,
                              size_t lo, size_t hi, int dtype, int window, int timeout_ms)
     int ina_client_ping(ina_client_t *c) nogil
+    int ina_client_rtt(ina_client_t *c, int n, int ms_each, double *out_us) nogil
     int ina_client_fresh(const ina_client_t *c)
     int ina_reduce_support(int dtype, int op)
     size_t ina_chunk_elems(int dtype, size_t chunk_bytes)
@@ -440,6 +441,23 @@ cdef class Client:
         other ranks then wait for this one while it is late, instead of failing the rail."""
         with nogil:
             ina_client_ping(&self.c)
+
+    def rtt(self, int n=5, double each=0.2):
+        """Round trips (seconds) of n PINGs to the service, one after another, each waited
+        for at most `each` seconds (a lost one is left out). Not while a collective runs."""
+        cdef double out[64]
+        cdef int rc, ms = <int>(each * 1000)
+        if not 0 < n <= 64:
+            raise ValueError("rtt: 1..64 pings")
+        self._enter()
+        try:
+            with nogil:
+                rc = ina_client_rtt(&self.c, n, ms, out)
+        finally:
+            self.busy = False
+        if rc < 0:
+            _raise(rc, f"INA service {self.where}: round-trip probe")
+        return [out[i] * 1e-6 for i in range(rc)]
 
     def set_spin(self, double seconds):
         """Before sleeping in poll() for results, keep looking this long (0: never)."""

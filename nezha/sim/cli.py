@@ -391,6 +391,7 @@ def cmd_ina(a):
         pl = N.make_planner(n, host_of[:n], 1, None, 1)
         rail = I.Rail(pl, I.offload(pl), prm, fab, [a.alpha], latency=a.latency,
                       copy_rate=a.copy_gbps * 1e9 / 8 if a.copy_gbps else float("inf"))
+        prm = rail.prm  # its window from the INA link's rate x round trip (or --window)
         cap = prm.window * (prm.chunk_bytes + prm.overhead) / rail.rtt_s
         for nb in sizes(a.sizes):
             rr = NW.simulate(TB.ring(n, nb), fab, host_of[:n], "rail", 1, a.alpha, tol=a.tol)

@@ -16,8 +16,9 @@ What decides an allreduce on a communicator with an INA rail, and where the mode
 - the INA part [k, n): datagrams of `_ina.mtu_chunk(mtu)` payload bytes (the client's rule
   at registration, NEZHA_INA_CHUNK=0) or NEZHA_INA_CHUNK, `_ina.chunk_elems` elements each,
   every one carrying `_ina.HEADER_BYTES` + `_ina.IP_UDP_BYTES` (+ shaping.ETH_HEADER on a
-  tbf-shaped wire), and a window of `client.default_window(chunk)` slots per rank
-  (NEZHA_INA_WINDOW=0);
+  tbf-shaped wire), and a window of `client.default_window(chunk, rate, ping)` slots per
+  rank (NEZHA_INA_WINDOW=0): the INA link's rate x a PING's round trip (`ping_rtt`), the
+  window the rail converges to once it learned the rate (InaOffload.retune);
 - before both parts a rank copies the INA share (InaOffload.start: out-of-place `out[k:n] =
   a[k:n]`, in place a snapshot for a re-run) at the copy rate of failover.SNAPSHOT_BPS;
   after them the ranks agree (one small allreduce over TCP: `agree_s`).
@@ -34,6 +35,7 @@ at the service and at the rank, at the link's rate. Not modelled: loss and retra
 the slot pool's quota (nslots bounds the window), the service's CPU (`agg_gbps` bounds its
 input), and a switch queue overflowing (the credit sweep's windows of 32+).
 """
+import copy
 import math
 import types
 
@@ -70,7 +72,9 @@ class InaParams:
             raise FabricError(f"window={window!r}: slots in flight per rank, at least 1 "
                               "(0: the client's default)")
         self.chunk_bytes = chunk_bytes or int(_ina.mtu_chunk(int(mtu or DEFAULT_MTU)))
-        self.window = int(window) or default_window(self.chunk_bytes)
+        # 0: the client's default, from the rail's rate x round trip once a Rail knows them
+        self.window_given = bool(int(window or 0))
+        self.window = int(window or 0) or default_window(self.chunk_bytes)
         self.overhead = _ina.HEADER_BYTES + _ina.IP_UDP_BYTES + (ETH_HEADER if frames else 0)
 
     def chunks(self, nelem, esize):
@@ -149,6 +153,12 @@ def rtt(prm, rate_Bps, latency_s, alpha_s):
     """One datagram's round trip without queueing: both hops' latency and software alpha,
     and a store-and-forward of the datagram at the service and at the rank."""
     return 2 * (latency_s + alpha_s) + 2 * (prm.chunk_bytes + prm.overhead) / rate_Bps
+
+
+def ping_rtt(prm, rate_Bps, latency_s, alpha_s):
+    """A PING's round trip (header only), what the client measures at registration for its
+    window (InaClient.rtt_s): both hops' latency and software alpha, the headers' bytes."""
+    return 2 * (latency_s + alpha_s) + 2 * prm.overhead / rate_Bps
 
 
 def ina_alpha(tcp_alpha):
@@ -240,8 +250,13 @@ class Rail:
                               "INA rail, with an aggregator (aggregator_gbps)")
         a = list(np.broadcast_to(np.asarray(alpha_tcp, float), (self.ina_rail,)))
         self.alpha = a + [ina_alpha(max(a) if a else 0.0)]
-        self.rtt_s = rtt(prm, rtt_rate or fab.rates[self.ina_rail] * 1e9 / 8, latency,
-                         self.alpha[-1])
+        rate = fab.rates[self.ina_rail] * 1e9 / 8
+        if not prm.window_given:  # the client's window: its rate x its PINGs' round trip
+            prm = copy.copy(prm)
+            prm.window = default_window(prm.chunk_bytes, rate,
+                                        ping_rtt(prm, rtt_rate or rate, latency, self.alpha[-1]))
+            self.prm = prm
+        self.rtt_s = rtt(prm, rtt_rate or rate, latency, self.alpha[-1])
         self.host_of = np.r_[fab.place(self.n), fab.agg_host]
         self.agree_s, self.copy_rate = float(agree_s), copy_rate
 

@@ -83,7 +83,9 @@ def main(mode):
                     f.write(str(runs))
     ina = comm._ina
     res = dict(runs=runs, wrong=wrong, offloads=ina.offloads if ina else -1,
-               failures=ina.failures if ina else -1, alive=bool(ina and ina.alive))
+               failures=ina.failures if ina else -1, alive=bool(ina and ina.alive),
+               window=ina.client.window if ina and ina.client else -1,
+               window_why=ina.window_why if ina else "", rtt_ns=ina.rtt_ns if ina else 0)
     comm.close()
     report(res)
 

@@ -1,5 +1,6 @@
 """One rank's handle on an INA service: registration, then allreduce, reduce_scatter and
 allgather of whole buffers or of an element range (of each block), without the GIL."""
+import math
 import os
 import threading
 
@@ -10,16 +11,56 @@ from nezha.errors import InvalidUsageError, NezhaTimeout, RailSystemError
 from nezha.types import DType, ReduceOp, dtype_from_numpy
 
 DEFAULT_PORT = 17017
-# Bytes in flight per rank by default: window = this / chunk (8 slots of 8 KiB, 46 of 1408 B).
-# It must cover bandwidth x RTT, and not much more: beyond the switch's queue (the lab's tbf
-# holds ~2 ms) the excess is dropped and resent (docs/results/ina/credit_sweep_*).
+# Bytes in flight per rank while the rail's rate is unknown (before the first split
+# collective measured it, without a trusted link speed): 8 slots of 8 KiB, 45 of 1432 B.
 DEFAULT_WINDOW_BYTES = 64 << 10
+RTT_PINGS = 5     # PINGs at registration; their median is the client's rtt_s
+RTT_WAIT_S = 0.2  # for each answer at most
+# The window from rate x round trip (NetReduce's credits): slots enough for WINDOW_MARGIN x
+# (the pipe's bytes / one datagram + 2), the 2 being one datagram's store-and-forward each
+# way (a chunk's round trip is the PING's plus its serialization up and down), and the
+# margin room for the slowest rank and a slot waiting for a resend. The excess over the
+# pipe is queued at the switch: at most QUEUE_BYTES of it per rank, what a switch queue
+# holds (the lab's credit sweep, 400 Mbit/s tbf, 8 KiB chunks: 16 slots = 128 KiB ran
+# clean, 32 overflowed tbf's queue and lost up to 2/3 of the rate; docs/results/ina/).
+WINDOW_MARGIN = 1.5
+QUEUE_BYTES = 128 << 10
+MIN_WINDOW = 2
 
 
-def default_window(chunk_bytes):
-    """Slots in flight per rank when NEZHA_INA_WINDOW is 0: DEFAULT_WINDOW_BYTES of chunks,
-    at least 2 (8 at 8 KiB chunks, 45 at 1432 B). nezha/sim/ina_sched.py uses it too."""
-    return max(2, DEFAULT_WINDOW_BYTES // int(chunk_bytes))
+def default_window(chunk_bytes, rate_Bps=None, rtt_s=None, nslots=None):
+    """Slots in flight per rank when NEZHA_INA_WINDOW is 0 (the same inputs give the same
+    window on every rank; the ranks agree on the inputs). chunk_bytes: payload per datagram;
+    rate_Bps: the rail's rate (B/s), rtt_s: a header-only round trip to the service
+    (registration's PINGs). Both known: ceil(WINDOW_MARGIN x (rate x rtt / datagram + 2)),
+    at most (rate x rtt + QUEUE_BYTES) / datagram; either unknown: DEFAULT_WINDOW_BYTES of
+    chunks. Always at least MIN_WINDOW and at most nslots (the service's share).
+    nezha/sim/ina_sched.py uses it too."""
+    return window_why(chunk_bytes, rate_Bps, rtt_s, nslots)[0]
+
+
+def window_why(chunk_bytes, rate_Bps=None, rtt_s=None, nslots=None):
+    """(window, why): default_window and a sentence saying how it came about."""
+    chunk = int(chunk_bytes)
+    dgram = chunk + _ina.HEADER_BYTES + _ina.IP_UDP_BYTES
+    if rate_Bps and rtt_s and rate_Bps > 0 and rtt_s > 0:
+        pipe = float(rate_Bps) * float(rtt_s)
+        want = math.ceil(WINDOW_MARGIN * (pipe / dgram + 2))
+        queue = max(MIN_WINDOW, int((pipe + QUEUE_BYTES) // dgram))
+        w = min(want, queue)
+        why = (f"{WINDOW_MARGIN:g} x ({rate_Bps * 8e-9:.4g} Gb/s x {rtt_s * 1e6:.1f} us "
+               f"= {pipe / 1024:.1f} KiB / {dgram} B datagrams + 2) = {want}"
+               + (f", capped at the pipe + {QUEUE_BYTES >> 10} KiB of switch queue = {queue}"
+                  if queue < want else ""))
+    else:
+        w = DEFAULT_WINDOW_BYTES // chunk
+        why = (f"rate x round trip unknown: {DEFAULT_WINDOW_BYTES >> 10} KiB / {chunk} B "
+               f"= {w}")
+    if w < MIN_WINDOW:
+        w, why = MIN_WINDOW, why + f", at least {MIN_WINDOW}"
+    if nslots and w > int(nslots):
+        w, why = int(nslots), why + f", at most the service's {int(nslots)} slots"
+    return w, why
 
 
 def reduce_support(dtype, op):
@@ -68,6 +109,8 @@ class InaClient:
         self.rank, self.size, self.slots = int(rank), int(size), int(slots)
         self.timeout = float(timeout)
         self.window = int(window or os.environ.get("NEZHA_INA_WINDOW") or 0)
+        self._window_set = self.window > 0  # given: kept; else set_window() may move it
+        self.rtt_s = None
         self.chunk_bytes = int(chunk_bytes or os.environ.get("NEZHA_INA_CHUNK") or 0)
         self._lock = threading.Lock()
         self._ping_lock = threading.Lock()  # ping() vs close(): never a closed fd's number
@@ -84,8 +127,27 @@ class InaClient:
         self._c.register(self.host, self.port, self._secret, self.tag, self.rank, self.size,
                          self.slots, self.timeout, self.chunk_bytes)
         self.chunk_bytes = self._c.chunk_bytes
-        if not self.window:
-            self.window = default_window(self.chunk_bytes)
+        if self.rtt_s is None:  # once: a re-registration (idle job) keeps rtt and window
+            # a few header-only round trips to the service, their median: the window's RTT
+            got = sorted(self._c.rtt(RTT_PINGS, min(RTT_WAIT_S, self.timeout)))
+            self.rtt_s = got[len(got) // 2] if got else None
+        if not self.window:  # until the caller sets it from the rail's rate (set_window)
+            self.window = default_window(self.chunk_bytes, nslots=self.nslots)
+
+    def set_window(self, rate_Bps, rtt_s):
+        """The default window from the rail's rate and a round trip (default_window), unless
+        one was given. Every rank of the job must call it with the same numbers (agreed),
+        between two collectives: slot s carries chunks s, s + W, ... on every rank alike.
+        Returns (window, why)."""
+        if self._window_set:
+            return self.window, "given (NEZHA_INA_WINDOW or window=)"
+        self.window, why = window_why(self.chunk_bytes, rate_Bps, rtt_s, self.nslots)
+        return self.window, why
+
+    @property
+    def window_given(self):
+        """True if the window was given (window= or NEZHA_INA_WINDOW > 0): it stays."""
+        return self._window_set
 
     @property
     def nslots(self):

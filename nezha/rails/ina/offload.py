@@ -31,11 +31,43 @@ import numpy as np
 
 from nezha import log
 from nezha.errors import NezhaError
-from nezha.rails.ina.client import InaClient, parse_addrs, reduce_support
+from nezha.rails.ina.client import InaClient, parse_addrs, reduce_support, window_why
 from nezha.types import ReduceOp
 
 READMIT_EVERY = 16   # eligible collectives between tries to register again after a failure
 KINDS = ("allreduce", "reduce_scatter", "allgather")
+
+
+def link_Bps(host):
+    """The trusted nominal speed (B/s) of this host's interface toward host (the route's
+    source address), or 0: a physical NIC's negotiated speed (topo.rails.trusted_speed);
+    a virtual one's (the lab's veth) means nothing, nor an unknown one."""
+    import socket
+    from nezha.rails.tcp.ifaces import list_interfaces
+    from nezha.topo.rails import TRUSTED_KINDS, kind_of
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((host, 9))
+            src = s.getsockname()[0]
+        for i in list_interfaces():
+            if i.address == src and i.speed_mbps and kind_of(i) in TRUSTED_KINDS:
+                return int(i.speed_mbps) * 125_000
+    except OSError:
+        pass
+    return 0
+
+
+def window_inputs(model, rtt_ns, nominal_Bps):
+    """(rate B/s or None, where from) for the default window: the rail's trusted nominal
+    speed (agreed: the slowest rank's) if every rank knows one, else the fastest rate the
+    split model learned for the rail (agreed times; a rate the window bounded grows the
+    window by about WINDOW_MARGIN per learning until it no longer does), else unknown."""
+    if nominal_Bps > 0:
+        return float(nominal_Bps), "nominal link speed"
+    learned = max(model.rate_ina.values(), default=0.0)
+    if learned > 0:
+        return float(learned), "learned rate"
+    return None, "no rate yet"
 
 
 class _Heartbeat(threading.Thread):
@@ -58,6 +90,12 @@ class _Heartbeat(threading.Thread):
 
 class InaOffload:
     """One INA rail of a communicator (the first address of NEZHA_INA_ADDR)."""
+
+    # the window's inputs (_open measures them, finish agrees them): this rank's median
+    # PING round trip to the service, its link's trusted speed (0: unknown); and the why
+    rtt_ns = 0
+    nominal_Bps = 0
+    window_why = ""
 
     def __init__(self, comm, addr_text, min_bytes, timeout):
         addrs = parse_addrs(addr_text)
@@ -102,6 +140,12 @@ class InaOffload:
             self.client.set_spin(c.config["SPIN_US"] * 1e-6)  # a small result comes soon
             if init:  # one service answers every rank alike (re-admission agrees on it)
                 self.version = self.client.version
+            # the window's inputs, agreed after the next split collective (finish)
+            rtt = self.client.rtt_s
+            self.rtt_ns = int(rtt * 1e9) if rtt else 0
+            self.nominal_Bps = link_Bps(self.addr[0])
+            self.window_why = window_why(self.client.chunk_bytes, None, None,
+                                         self.client.nslots)[1]
             _Heartbeat(self.client, c.config["HEARTBEAT"]).start()
             ok = True
         except NezhaError as exc:
@@ -117,7 +161,8 @@ class InaOffload:
         whole collective to TCP."""
         if not self.alive or not self.wants(kind, count, blocks, es, dt, op):
             return None
-        return self.comm.planner.offload_split(kind, count, blocks, es)
+        k = self.comm.planner.offload_split(kind, count, blocks, es)
+        return None if k >= count else k  # the model says TCP alone finishes first
 
     # ---- small allreduces, whole on the service ----------------------------------------
     def small_route(self, count, es, dt, op):
@@ -207,7 +252,10 @@ class InaOffload:
         # MAX of (failed, times, elements left): the slowest rank's times and the least any
         # rank finished; results below that are final on every rank, the rest is re-run
         left = (n - k) - job["done"] if failed else 0
-        agreed = np.array([failed, tcp_ns, ina_ns, left], np.int64)
+        # and the window's inputs: the longest round trip (registration's PINGs), the
+        # slowest nominal link speed (MAX of minus it; 0 where a rank knows none)
+        agreed = np.array([failed, tcp_ns, ina_ns, left, self.rtt_ns, -self.nominal_Bps],
+                          np.int64)
         self.comm._internal_allreduce(agreed, "ina agreement", ReduceOp.MAX)
         if agreed[0]:
             self.failures += 1
@@ -227,6 +275,22 @@ class InaOffload:
         self.offloads += 1
         es = out.itemsize * (1 if kind == "allreduce" else self.comm.size)
         self.model.learn(kind, k * es, int(agreed[1]), (n - k) * es, int(agreed[2]))
+        self.retune(int(agreed[4]), -int(agreed[5]))
+
+    def retune(self, rtt_ns, nominal_Bps):
+        """The window from agreed numbers (every rank alike, between two collectives):
+        default_window of the rail's rate (window_inputs) and the agreed round trip.
+        Logged when it moves."""
+        c = self.client
+        if c is None or rtt_ns <= 0:
+            return
+        rate, src = window_inputs(self.model, rtt_ns, nominal_Bps)
+        old = c.window
+        w, why = c.set_window(rate, rtt_ns * 1e-9)
+        self.window_why = f"{why} ({src}; round trip: the slowest rank's median PING)"
+        if w != old:
+            log.info("PLAN", f"INA rail at {self.address}: window {old} -> {w} slots: "
+                     f"{self.window_why}")
 
     @property
     def rate_tcp(self):
