@@ -274,8 +274,8 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
     Param("INA_WINDOW", "int", "0", bound=">= 0", help=(
         "Slots of the INA service each rank keeps in flight (its credit window, NetReduce's "
         "message-level flow control); 0: from the rail's rate x round trip, 1.5 x (rate x "
-        "RTT / datagram + 2) slots, at most the pipe + 128 KiB of switch queue and the "
-        "service's share (RTT: the median of 5 PINGs at registration, the slowest rank's; "
+        "RTT / datagram + 2) slots, at least 64 KiB of datagrams (room for a resend), at most "
+        "the pipe + 128 KiB of switch queue and the service's share (RTT: the median of 5 PINGs at registration, the slowest rank's; "
         "rate: the link's trusted speed, else the rate the split learned; 64 KiB of "
         "datagrams until one is known). bench/ina_credit_sweep.py shows where the window "
         "saturates a rail.")),

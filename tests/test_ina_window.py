@@ -24,10 +24,15 @@ DGRAM = 8192 + _ina.HEADER_BYTES + _ina.IP_UDP_BYTES  # 8256 B
 def test_window_covers_rate_times_round_trip_with_a_margin():
     # 100 Gb/s, 16 us: 200 000 B in the pipe = 24.2 datagrams, + 2 store-and-forward, x 1.5
     assert C.default_window(8192, 12.5e9, 16e-6) == math.ceil(1.5 * (200000 / DGRAM + 2)) == 40
-    # 400 Mbit/s, 150 us (the lab's order): 0.9 datagrams + 2, x 1.5
-    assert C.default_window(8192, 50e6, 150e-6) == math.ceil(1.5 * (7500 / DGRAM + 2)) == 5
-    # 1432 B datagrams at the same rate and round trip need more slots
-    assert C.default_window(1432, 50e6, 150e-6) == math.ceil(1.5 * (7500 / 1496 + 2)) == 11
+    # 400 Mbit/s, 150 us (the lab's order): 0.9 datagrams + 2, x 1.5 = 5, but never below
+    # 64 KiB of chunks (room for a resend: at 1 % loss 4 slots kept 76 %, 8 slots 81 %)
+    assert math.ceil(1.5 * (7500 / DGRAM + 2)) == 5
+    assert C.default_window(8192, 50e6, 150e-6) == C.DEFAULT_WINDOW_BYTES // 8192 == 8
+    assert "at least 64 KiB" in C.window_why(8192, 50e6, 150e-6)[1]
+    assert C.default_window(1432, 50e6, 150e-6) == C.DEFAULT_WINDOW_BYTES // 1432 == 45
+    # 1432 B datagrams on a longer pipe need more slots than 8 KiB ones
+    assert C.default_window(1432, 50e6, 2e-3) == math.ceil(1.5 * (100000 / 1496 + 2)) == 104
+    assert C.default_window(8192, 50e6, 2e-3) == math.ceil(1.5 * (100000 / DGRAM + 2)) == 22
     # the window grows with the round trip, and with the rate
     ws = [C.default_window(8192, 12.5e9, r * 1e-6) for r in (5, 10, 20)]
     assert ws == sorted(ws) and ws[0] < ws[-1]

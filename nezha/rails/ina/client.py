@@ -26,6 +26,11 @@ RTT_WAIT_S = 0.2  # for each answer at most
 WINDOW_MARGIN = 1.5
 QUEUE_BYTES = 128 << 10
 MIN_WINDOW = 2
+# Never fewer slots than DEFAULT_WINDOW_BYTES holds, whatever the pipe: a lost datagram's
+# slot waits a resend timeout, and a window that only just covers the pipe then idles the
+# rail. At 1 % loss (lab, 400 Mbit/s, 1 MiB) 4 slots kept 76 % of the loss-free rate, 8
+# slots 81 % (issue 13's bar: 80 %; docs/results/session27/ina-window). So rate x round
+# trip only ever raises the window above the old constant (fast links), never lowers it.
 
 
 def default_window(chunk_bytes, rate_Bps=None, rtt_s=None, nslots=None):
@@ -33,8 +38,8 @@ def default_window(chunk_bytes, rate_Bps=None, rtt_s=None, nslots=None):
     window on every rank; the ranks agree on the inputs). chunk_bytes: payload per datagram;
     rate_Bps: the rail's rate (B/s), rtt_s: a header-only round trip to the service
     (registration's PINGs). Both known: ceil(WINDOW_MARGIN x (rate x rtt / datagram + 2)),
-    at most (rate x rtt + QUEUE_BYTES) / datagram; either unknown: DEFAULT_WINDOW_BYTES of
-    chunks. Always at least MIN_WINDOW and at most nslots (the service's share).
+    at most (rate x rtt + QUEUE_BYTES) / datagram, at least DEFAULT_WINDOW_BYTES of chunks;
+    either unknown: DEFAULT_WINDOW_BYTES of chunks. Always at least MIN_WINDOW and at most nslots (the service's share).
     nezha/sim/ina_sched.py uses it too."""
     return window_why(chunk_bytes, rate_Bps, rtt_s, nslots)[0]
 
@@ -52,6 +57,9 @@ def window_why(chunk_bytes, rate_Bps=None, rtt_s=None, nslots=None):
                f"= {pipe / 1024:.1f} KiB / {dgram} B datagrams + 2) = {want}"
                + (f", capped at the pipe + {QUEUE_BYTES >> 10} KiB of switch queue = {queue}"
                   if queue < want else ""))
+        floor = DEFAULT_WINDOW_BYTES // chunk
+        if w < floor:  # room for a resend (above); the queue cap is never below it
+            w, why = floor, why + f", at least {DEFAULT_WINDOW_BYTES >> 10} KiB = {floor}"
     else:
         w = DEFAULT_WINDOW_BYTES // chunk
         why = (f"rate x round trip unknown: {DEFAULT_WINDOW_BYTES >> 10} KiB / {chunk} B "
