@@ -158,8 +158,8 @@ def test_split_reduce_scatter_and_allgather_exact(service, tmp_path, n):
     float16, int32, int64, blocks of 0, 1, 13 and ~1 MiB / n elements: exact; the large
     ones went partly to INA, except PROD (routed to the TCP rails whole); an allgather of
     uint8 (nothing to reduce) too."""
-    # every large one split: a floor under the share the rates give on loopback (else a
-    # slow INA leaves some to TCP alone, OffloadModel.split)
+    # every large one split: the worker turns the time rule's TCP-alone calls off
+    # (OFFLOAD_EXPLORE 1) and a low floor keeps the share the rates give on loopback
     res = run_ranks(n, "matrix", service.port, tmp_path, worker=BLOCKS_WORKER,
                     extra={"NEZHA_INA_MIN_BYTES": "16k"})
     for r in res:
