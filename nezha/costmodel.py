@@ -388,7 +388,7 @@ class Layout:
         h = self.host_of = list(host_of)
         # the measured byte cost of a whole-payload step (HopCost, topo/steplatency.py), or
         # None: the bytes of every step at the link's sustained rate
-        self.hop = hop
+        self.hop = self._hop = hop
         # with more ranks than CPUs every step also waits for its partner to be scheduled
         # (topo/crowd.py): the steps' latencies grow with the crowding, the rates do not.
         # A measured rail_alpha (topo/steplatency.py, NEZHA_RAIL_ALPHA) already holds this
@@ -457,16 +457,18 @@ class Layout:
         e, local = links
         if not e:
             t = 0.0
-        elif eff < 1.0 and self.hop is not None:  # a step that does not stream: measured
+        elif eff < 1.0 and self._hop is not None:  # a step that does not stream: measured
             t = self.rail_alpha + self.hop.cost(e * nbytes / bx)
         else:
             t = self.rail_alpha + e * nbytes / bx
         return max(t, self.shm_alpha + nbytes / (SHM_RATE * eff)) if local else t
 
-    def time(self, coll, algo, nbytes, rails=1, root=0, rate=None):
+    def time(self, coll, algo, nbytes, rails=1, root=0, rate=None, measured=True):
         """Modelled seconds of one collective: nbytes is the payload (allgather,
         reduce_scatter: all blocks together), algo a name (ring, rd, rab, chain, tree,
-        hier); rails carry it together, rate B/s in all (default: rails * RAIL_RATE)."""
+        hier); rails carry it together, rate B/s in all (default: rails * RAIL_RATE).
+        measured=False: every step's bytes at the sustained rate, even with a HopCost."""
+        self._hop = self.hop if measured else None
         n, s = self.n, float(nbytes)
         bx = rate or max(rails, 1) * RAIL_RATE
         if n <= 1:

@@ -435,7 +435,12 @@ class Planner:
         if k is None:
             rates = sorted(self.rail_rates, reverse=True)[: max(1, self.max_rails)]
             extra = self._slice_cost(coll, name)
-            best = min((self.layout.time(coll, name, nbytes, j, rate=sum(rates[:j]))
+            # at the sustained rates: SLICE_STEP was measured against those byte prices
+            # (session 26). With the measured byte cost of small steps (Layout.hop) a
+            # second slice at 4-8 KiB saved less than 0.75 steps and rab 8 KiB ran on one
+            # rail: 184-195 us against 104-139 on two (docs/results/session27/bytecost)
+            best = min((self.layout.time(coll, name, nbytes, j, rate=sum(rates[:j]),
+                                         measured=False)
                         + (j - 1) * extra, j) for j in range(1, len(rates) + 1))
             k = best[1]
             if len(self._rails_memo) >= 1024:

@@ -292,6 +292,13 @@ def test_a_fast_measured_byte_cost_flips_8k_broadcast_to_the_tree(mbps):
     # the measure is the cost of a whole rd allreduce: 16 KiB stays off rd (a stream of
     # them drains the shaper: 600+ us, rab 170-200 in the same loop)
     assert new.algorithm("allreduce", 16 << 10) != ALGO_RD
+    # the rails of a split plan are chosen at the sustained rates, as SLICE_STEP was
+    # measured: rab 8 KiB on one rail (the measured price) ran 184-195 us against 104-139
+    for coll, name in (("allreduce", "rab"), ("allreduce", "ring"), ("allgather", "rd"),
+                       ("reduce_scatter", "rd")):
+        for kb in (4, 8, 16, 32, 64, 128):
+            assert new._rails_by_model(coll, name, kb << 10) == \
+                old._rails_by_model(coll, name, kb << 10), (coll, name, kb)
 
 
 def test_a_measure_at_the_sustained_rate_changes_no_choice():
