@@ -357,8 +357,10 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
         "choice moves from recursive doubling to Rabenseifner, the ring, a chain or hier. "
         "auto: measured at start-up where ranks sit on two hosts or more (nezha/topo/"
         "steplatency.py: 16 allreduces of 8 B, the slowest rank's median, agreed by all, "
-        "spread over the steps; a few ms), else the constants; NEZHA_PROBE=off keeps the "
-        "constants too. model: the constants (25 us between hosts, 5 within, set on a faster "
+        "spread over the steps; a few ms; then 10 each of 4, 16 and 64 KiB whole on one "
+        "rail, which price the bytes of the steps that do not stream (rd, rab, the "
+        "broadcast tree) at the sizes used instead of the sustained rate; ~30-70 ms on "
+        "400 Mbit/s), else the constants; NEZHA_PROBE=off keeps the constants too. model: the constants (25 us between hosts, 5 within, set on a faster "
         "machine; scaled by crowding above 2 ranks per CPU). A number: that many seconds "
         "between hosts, steps within a host in proportion. `nezha info` and NEZHA_DEBUG=INFO "
         "(PLAN, TOPO) show the value in use.")),

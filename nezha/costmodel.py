@@ -429,8 +429,11 @@ def auto_min_piece(host_of, crowding=1.0):
 class Layout:
     """Which host every rank is on, and what that costs each algorithm (Layout.time)."""
 
-    def __init__(self, host_of, crowding=1.0, rail_alpha=None):
+    def __init__(self, host_of, crowding=1.0, rail_alpha=None, hop=None):
         h = self.host_of = list(host_of)
+        # the measured byte cost of a whole-payload step (HopCost, topo/steplatency.py), or
+        # None: the bytes of every step at the link's sustained rate
+        self.hop = self._hop = hop
         # with more ranks than CPUs every step also waits for its partner to be scheduled
         # (topo/crowd.py): the steps' latencies grow with the crowding, the rates do not.
         # A measured rail_alpha (topo/steplatency.py, NEZHA_RAIL_ALPHA) already holds this
@@ -497,13 +500,20 @@ class Layout:
 
     def _step(self, links, nbytes, bx, eff=1.0):
         e, local = links
-        t = self.rail_alpha + e * nbytes / bx if e else 0.0
+        if not e:
+            t = 0.0
+        elif eff < 1.0 and self._hop is not None:  # a step that does not stream: measured
+            t = self.rail_alpha + self.hop.cost(e * nbytes / bx)
+        else:
+            t = self.rail_alpha + e * nbytes / bx
         return max(t, self.shm_alpha + nbytes / (SHM_RATE * eff)) if local else t
 
-    def time(self, coll, algo, nbytes, rails=1, root=0, rate=None):
+    def time(self, coll, algo, nbytes, rails=1, root=0, rate=None, measured=True):
         """Modelled seconds of one collective: nbytes is the payload (allgather,
         reduce_scatter: all blocks together), algo a name (ring, rd, rab, chain, tree,
-        hier); rails carry it together, rate B/s in all (default: rails * RAIL_RATE)."""
+        hier); rails carry it together, rate B/s in all (default: rails * RAIL_RATE).
+        measured=False: every step's bytes at the sustained rate, even with a HopCost."""
+        self._hop = self.hop if measured else None
         n, s = self.n, float(nbytes)
         bx = rate or max(rails, 1) * RAIL_RATE
         if n <= 1:
@@ -552,6 +562,66 @@ def alpha_of_small(host_of, seconds):
     if base.H < 2 or not seconds > 0:
         return None
     return RAIL_ALPHA * seconds / base.time("allreduce", "rd", 0)
+
+
+# ---- the byte cost of a whole-payload step, measured at the sizes used -----------------
+# A step that does not stream from the one before it (rd, rab, tree: UNPIPELINED) sends its
+# bytes as one burst on an idle link; the model priced them at the link's sustained rate
+# (the rate probe's, learned on 512 KiB and more). Where a burst passes faster than that
+# (the lab's tbf lets its bucket through at veth speed; a shared link's queue is empty
+# between calls) the model priced the binomial tree ~3x too dear and broadcast 8 KiB ran the
+# chain at 0.58-0.67x Open MPI while the tree ran at 1.33x (docs/results/session26/band-s26).
+# So the start-up step measure (topo/steplatency.py) also times isolated rd allreduces of
+# HOP_SIZES on the rail small payloads use, and those steps are priced by what was measured.
+HOP_SIZES = (4 << 10, 16 << 10, 64 << 10)
+
+
+class HopCost:
+    """Seconds the bytes of one unpipelined step take, measured: points [(bytes on the
+    measured link in one step, seconds)], sizes rising, seconds not falling; between them
+    linear (from (0, 0)), past the last one the link's sustained rate `ref` (B/s, the
+    model's for such a step: the link rate x STEP_EFF) on top of the last point."""
+
+    __slots__ = ("points", "ref")
+
+    def __init__(self, points, ref):
+        self.points = [(float(x), float(b)) for x, b in points]
+        self.ref = float(ref)
+
+    def cost(self, t_long):
+        """Seconds for a step the model prices at t_long on its links' sustained rate (the
+        same bytes on the measured link: t_long x ref)."""
+        x = t_long * self.ref
+        x0 = b0 = 0.0
+        for xi, bi in self.points:
+            if x <= xi:
+                return b0 + (bi - b0) * (x - x0) / (xi - x0)
+            x0, b0 = xi, bi
+        return b0 + (x - x0) / self.ref
+
+    def describe(self):
+        """'4 KiB 12 us, ...' (the measured points, one link's bytes in one step)."""
+        return ", ".join(f"{_size_text(int(x))}B {b * 1e6:.0f} us" for x, b in self.points)
+
+
+def hop_cost_of(host_of, rail_alpha, small_ns, sizes, times_ns, link_rate):
+    """HopCost from the agreed start-up measure: times_ns[i] the rd allreduce of sizes[i] B
+    (whole, on one rail), small_ns the one of 8 B (the step latency's). The excess over the
+    8 B call is spread over the model's rd steps between hosts; a step carries the payload
+    on each of the most pairs leaving one host. link_rate: that rail's sustained link rate
+    (B/s). None when nothing is between hosts or no size was timed."""
+    lay = Layout(host_of, rail_alpha=rail_alpha)
+    cross = [lk[0] for lk in lay.rd if lk[0]] + ([lay.fold[0]] * 2 if lay.fold[0] else [])
+    if not cross or not sizes or len(sizes) != len(times_ns) or not small_ns > 0 \
+            or not link_rate > 0:
+        return None
+    e, pts, prev = max(cross), [], 0.0
+    for s, t in zip(sizes, times_ns):
+        if not t > 0:
+            return None
+        prev = max(prev, (t - small_ns) * 1e-9 / len(cross))
+        pts.append((e * s, prev))
+    return HopCost(pts, link_rate * STEP_EFF)
 
 
 def _pow2s(p2):

@@ -10,7 +10,7 @@ import zlib
 from nezha import log
 from nezha.costmodel import (HIER_CLEAR, INA_SMALL_BYTES, PIECE_ONE_PER_HOST, RAIL_RATE, SLICE_STEP,
                              VOTE_COST, CostModel, Layout, OffloadModel, auto_min_piece, bucket_of,
-                             ina_small_time)
+                             hop_cost_of, ina_small_time)
 from nezha.topo import placement
 
 ALGO_RING = 1
@@ -96,6 +96,8 @@ class Planner:
         # start-up measurement (set_step_latency) replaces them
         alpha = cfg["RAIL_ALPHA"]
         self.rail_alpha, self.alpha_why = None, "model constants, scaled by crowding"
+        # the measured whole-payload step (set_hop_samples), None: the sustained rates
+        self.hop_samples = None
         if alpha.lower() not in ("auto", "model"):
             self.rail_alpha, self.alpha_why = float(alpha), "NEZHA_RAIL_ALPHA"
         self.set_rail_rates(nominal[::self.nconns] if nominal else None)
@@ -109,7 +111,7 @@ class Planner:
         self.hosts = list(host_of)
         counts = [self.hosts.count(h) for h in set(self.hosts)]
         self.hier_ok = len(counts) > 1 and len(set(counts)) == 1 and counts[0] > 1
-        self.layout = Layout(self.hosts, crowding, self.rail_alpha)
+        self.layout = Layout(self.hosts, crowding, self.rail_alpha, self._hop_cost())
         if self.piece_cfg is None:
             self.min_piece, self.piece_why = auto_min_piece(self.hosts, self.layout.crowding)
         else:
@@ -139,6 +141,25 @@ class Planner:
         self._link_rates()
         self.set_hosts(self.hosts, self.layout.crowding)
         self.model.version += 1  # cached plans were chosen with the old one
+
+    def set_hop_samples(self, samples, why="measured at start-up"):
+        """The agreed start-up times of whole rd allreduces (topo/steplatency.py):
+        {"small_ns": 8 B call, "sizes": [B], "ns": [per size]}, the same integers on every
+        rank, or None: unpipelined steps' bytes at the sustained rate again. Every choice
+        is made again."""
+        self.hop_samples, self.hop_why = samples, why
+        self.set_hosts(self.hosts, self.layout.crowding)
+        self.model.version += 1  # cached plans were chosen with the old one
+
+    def _hop_cost(self):
+        """costmodel.HopCost from hop_samples on this layout, the step latency in force and
+        the fastest rail's link rate (small payloads run whole on the best channel), or
+        None."""
+        h = self.hop_samples
+        if not h or self.rail_alpha is None:
+            return None
+        return hop_cost_of(self.hosts, self.rail_alpha, h["small_ns"], h["sizes"], h["ns"],
+                           max(self.rail_rates))
 
     def hier_groups(self, rank):
         """(ranks on rank's host, one rank per host at rank's local position); the second
@@ -355,6 +376,8 @@ class Planner:
                  and self.probe_link_rates else 1.0)
         self.rail_rates = ([RAIL_RATE] * rails if not mbps or len(mbps) != rails else
                            [float(m) * 125e3 * scale for m in mbps])
+        if getattr(self, "layout", None) is not None:
+            self.layout.hop = self._hop_cost()  # priced against the new link rate
         self._rails_memo = {}
         self._choice_memo = {}
         self._hier_memo = {}
@@ -412,7 +435,12 @@ class Planner:
         if k is None:
             rates = sorted(self.rail_rates, reverse=True)[: max(1, self.max_rails)]
             extra = self._slice_cost(coll, name)
-            best = min((self.layout.time(coll, name, nbytes, j, rate=sum(rates[:j]))
+            # at the sustained rates: SLICE_STEP was measured against those byte prices
+            # (session 26). With the measured byte cost of small steps (Layout.hop) a
+            # second slice at 4-8 KiB saved less than 0.75 steps and rab 8 KiB ran on one
+            # rail: 184-195 us against 104-139 on two (docs/results/session27/bytecost)
+            best = min((self.layout.time(coll, name, nbytes, j, rate=sum(rates[:j]),
+                                         measured=False)
                         + (j - 1) * extra, j) for j in range(1, len(rates) + 1))
             k = best[1]
             if len(self._rails_memo) >= 1024:
@@ -594,8 +622,14 @@ class Planner:
                 f"hosts, {self.layout.crowding:g} ranks per CPU, step latency "
                 f"{self.layout.rail_alpha * 1e6:.0f} us ({self.alpha_why}), rails {rails} Mbit/s"
                 f"{' (links: the probe x 2(N-1)/N)' if self._ring_payload and self.rail_alpha else ''}"
-                f"{', failover votes' if self.failover else ''}, {self.describe_piece()}): "
+                f"{', failover votes' if self.failover else ''}, {self.describe_piece()}"
+                f"{self.describe_hop()}): "
                 + "; ".join(parts))
+
+    def describe_hop(self):
+        """', unpipelined steps' bytes measured (...)' or ''."""
+        hop = self.layout.hop
+        return "" if hop is None else f", whole-payload steps' bytes measured ({hop.describe()})"
 
     def describe_piece(self):
         """The smallest rail piece in use and where it comes from."""

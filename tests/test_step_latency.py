@@ -6,8 +6,10 @@ import pytest
 
 from nezha import costmodel
 from nezha.config import Config
-from nezha.costmodel import RAIL_ALPHA, SHM_ALPHA, Layout, alpha_of_small
-from nezha.planner import ALGO_HIER, ALGO_RAB, ALGO_RD, ALGO_RING, layout_planner
+from nezha.costmodel import (HOP_SIZES, RAIL_ALPHA, SHM_ALPHA, STEP_EFF, HopCost, Layout,
+                             alpha_of_small, hop_cost_of)
+from nezha.planner import (ALGO_CHAIN, ALGO_HIER, ALGO_RAB, ALGO_RD, ALGO_RING, ALGO_TREE,
+                           layout_planner)
 from nezha.sim import benchloop as BL
 from nezha.sim import nezha_sched as N
 from nezha.topo import steplatency
@@ -19,6 +21,8 @@ WORKER = rp.WORKER.replace(
     '"nominal": [v.hex() for v in c.planner.model.nominal]}',
     '"alpha": c.planner.layout.rail_alpha.hex(), "shm": c.planner.layout.shm_alpha.hex(), '
     '"measured": not c.planner.layout.crowd_scaled, '
+    '"hop": None if c.planner.layout.hop is None else '
+    '[[x.hex(), b.hex()] for x, b in c.planner.layout.hop.points] + [c.planner.layout.hop.ref.hex()], '
     '"table": c.planner.switch_table()}')
 assert WORKER != rp.WORKER
 
@@ -100,6 +104,7 @@ def test_probe_off_and_one_host_keep_the_constants():
     for r in res:
         assert r["probe"]["step"] == {"measured": False, "why": "NEZHA_PROBE=off"}
         assert not r["measured"]  # the constants (scaled by this machine's crowding)
+        assert r["hop"] is None   # and every step's bytes at the sustained rate
 
 
 def test_every_rank_builds_the_same_model_from_the_measure():
@@ -111,7 +116,12 @@ def test_every_rank_builds_the_same_model_from_the_measure():
         assert st["measured"] and st["why"] == "NEZHA_RAIL_ALPHA=auto", st
         assert st["small_us"] > 0 and st["alpha_us"] > 0
         assert r["measured"] and float.fromhex(r["alpha"]) == st["alpha_us"] * 1e-6
-    for key in ("alpha", "shm", "table"):
+        # the whole-payload sizes too: agreed integers, every rank timed every size
+        assert st["hop"]["sizes"] == list(HOP_SIZES) and min(st["hop"]["ns"]) > 0, st
+        assert st["hop"]["small_ns"] == round(st["small_us"] * 1e3) or \
+            abs(st["hop"]["small_ns"] - st["small_us"] * 1e3) <= 50
+        assert r["hop"] is not None and len(r["hop"]) == len(HOP_SIZES) + 1
+    for key in ("alpha", "shm", "hop", "table"):
         assert len({json.dumps(r[key]) for r in res}) == 1, [r[key] for r in res]
     assert len({json.dumps(r["probe"]["step"]) for r in res}) == 1
 
@@ -165,6 +175,12 @@ def test_sim_replays_the_measured_step():
     assert BL.seed_step_latency(pl2, {"stats": {"probe": {"probed": True}}}) is None
     assert BL.seed_step_latency(pl2, {"stats": {"probe": {"step": {"measured": False}}}}) is None
     assert pl2.layout.rail_alpha == costmodel.RAIL_ALPHA
+    # runs since session 27 recorded the whole-payload sizes: the replay prices by them
+    assert pl.layout.hop is None
+    hop = {"small_ns": 110000, "sizes": [4096, 16384, 65536], "ns": [130000, 700000, 2700000]}
+    BL.seed_step_latency(pl, {"stats": {"probe": {"step": dict(step, hop=hop)}}})
+    assert pl.layout.hop is not None and pl.layout.hop.points[1][0] == 16384.0
+    assert pl.layout.hop.points[1][1] == pytest.approx(295e-6)
 
 
 def test_info_shows_the_step_latency():
@@ -207,3 +223,109 @@ def test_a_measured_step_pairs_with_the_links_rate_not_the_probes_payload_rate()
                                            "mbps": {"rail0": 245.0, "rail1": 245.0}}}}, [0, 1])
     pl.set_step_latency(64e-6, "test")
     assert pl.rail_rates == pytest.approx(links.rail_rates)
+
+
+# ---- the byte cost of a whole-payload step, measured at the sizes used (session 27) --------
+# agreed samples of the lab (4 x 1, 400 Mbit/s, docs/results/session27/bytecost/probe2.txt)
+LAB_HOP = {"small_ns": 44250, "sizes": [4096, 16384, 65536], "ns": [52096, 660900, 2661471]}
+
+
+def test_the_fit_from_given_samples():
+    """4 ranks one per host: rd makes 2 steps between hosts, so each point is half the
+    excess over the 8 B call; linear between the points from (0, 0), past the last the
+    sustained rate; a smaller excess at a larger size (noise) keeps the one before."""
+    alpha, rate = 20e-6, 40e6
+    hop = hop_cost_of([0, 1, 2, 3], alpha, 40000, [4096, 16384, 65536],
+                      [50000, 340000, 1340000], rate)
+    assert [x for x, _ in hop.points] == [4096.0, 16384.0, 65536.0]
+    assert [b for _, b in hop.points] == pytest.approx([5e-6, 150e-6, 650e-6])
+    assert hop.ref == rate * STEP_EFF
+    r = hop.ref
+    assert hop.cost(2048 / r) == pytest.approx(2.5e-6)
+    assert hop.cost(8192 / r) == pytest.approx(5e-6 + 145e-6 * 4096 / 12288)
+    assert hop.cost(131072 / r) == pytest.approx(650e-6 + 65536 / r)
+    # the model's rd allreduce at a measured size takes what was measured
+    lay = Layout([0, 1, 2, 3], rail_alpha=alpha_of_small([0, 1, 2, 3], 40e-6), hop=hop)
+    for s, t in zip([4096, 16384, 65536], [50e-6, 340e-6, 1340e-6]):
+        assert lay.time("allreduce", "rd", s, 1, rate=rate) == pytest.approx(t)
+    # pipelined steps keep the sustained rate
+    plain = Layout([0, 1, 2, 3], rail_alpha=lay.rail_alpha)
+    assert lay.time("allreduce", "ring", 65536, 1, rate=rate) == \
+        plain.time("allreduce", "ring", 65536, 1, rate=rate)
+    assert lay.time("broadcast", "chain", 8192, 1, rate=rate) == \
+        plain.time("broadcast", "chain", 8192, 1, rate=rate)
+    noisy = hop_cost_of([0, 1, 2, 3], alpha, 40000, [4096, 16384], [60000, 50000], rate)
+    assert noisy.points[1] == (16384.0, noisy.points[0][1])
+    assert noisy.points[0] == (4096.0, pytest.approx(10e-6))
+    # 2 ranks on each of 2 hosts: one rd step between hosts, both ranks' payloads on the link
+    two = hop_cost_of([0, 0, 1, 1], alpha, 40000, [4096], [60000], rate)
+    assert two.points[0][0] == 8192.0 and two.points[0][1] == pytest.approx(20e-6)
+    # nothing between hosts, a size not timed: no fit
+    assert hop_cost_of([0, 0], alpha, 40000, [4096], [60000], rate) is None
+    assert hop_cost_of([0, 1], alpha, 40000, [4096], [0], rate) is None
+
+
+def _lab_planner(mbps, hop=None, alpha=22.13e-6):
+    p = layout_planner(Config.load({}, environ={}), [0, 1, 2, 3], None, 2, 1, True)
+    p.set_rail_rates(mbps, ring_payload=True)
+    p.set_step_latency(alpha, "test")
+    if hop is not None:
+        p.set_hop_samples(hop)
+    return p
+
+
+@pytest.mark.parametrize("mbps", [[227.0, 227.0], [248.0, 60.0]])
+def test_a_fast_measured_byte_cost_flips_8k_broadcast_to_the_tree(mbps):
+    """The lab's probed rates and step: priced at the sustained rate the tree's 8 KiB hops
+    cost 2 x 270 us and the chain wins (0.58-0.67x Open MPI, the tree 1.33x: session 26);
+    with the lab's measured byte cost the tree takes 8 KiB and the chain still 32 KiB."""
+    old, new = _lab_planner(mbps), _lab_planner(mbps, LAB_HOP)
+    assert old.layout.hop is None and new.layout.hop is not None
+    assert old.algorithm("broadcast", 8 << 10) == ALGO_CHAIN
+    assert new.algorithm("broadcast", 8 << 10) == ALGO_TREE
+    assert new.algorithm("broadcast", 32 << 10) == ALGO_CHAIN
+    t_old, t_new = old.flat_times("broadcast", 8 << 10), new.flat_times("broadcast", 8 << 10)
+    # the chain streams: only its closing vote (a small rd allreduce) moves, by < 1 %
+    assert t_new["tree"] < t_old["tree"] / 1.5
+    assert t_new["chain"] == pytest.approx(t_old["chain"], rel=0.01)
+    assert "whole-payload steps' bytes measured (4KB" in new.describe()
+    # the measure is the cost of a whole rd allreduce: 16 KiB stays off rd (a stream of
+    # them drains the shaper: 600+ us, rab 170-200 in the same loop)
+    assert new.algorithm("allreduce", 16 << 10) != ALGO_RD
+    # the rails of a split plan are chosen at the sustained rates, as SLICE_STEP was
+    # measured: rab 8 KiB on one rail (the measured price) ran 184-195 us against 104-139
+    for coll, name in (("allreduce", "rab"), ("allreduce", "ring"), ("allgather", "rd"),
+                       ("reduce_scatter", "rd")):
+        for kb in (4, 8, 16, 32, 64, 128):
+            assert new._rails_by_model(coll, name, kb << 10) == \
+                old._rails_by_model(coll, name, kb << 10), (coll, name, kb)
+
+
+def test_a_measure_at_the_sustained_rate_changes_no_choice():
+    """Samples that are exactly the model's own sustained price give the same choices (the
+    measure replaces the price, it adds no bias of its own)."""
+    old = _lab_planner([227.0, 227.0])
+    lay, rate = old.layout, max(old.rail_rates)
+    ns = [round(lay.time("allreduce", "rd", s, 1, rate=rate) * 1e9) for s in HOP_SIZES]
+    small = round(lay.time("allreduce", "rd", 0, 1, rate=rate) * 1e9)
+    new = _lab_planner([227.0, 227.0], {"small_ns": small, "sizes": list(HOP_SIZES), "ns": ns})
+    assert new.layout.hop is not None
+    for coll in ("allreduce", "broadcast", "allgather", "reduce_scatter"):
+        a, b = old.switch_points(coll, hi=1 << 20), new.switch_points(coll, hi=1 << 20)
+        assert a.keys() == b.keys(), coll
+        for k in a:
+            assert b[k] == pytest.approx(a[k], rel=0.01), (coll, k)
+
+
+def test_probe_off_or_a_fixed_step_keeps_the_sustained_prices():
+    """No measured step (NEZHA_PROBE=off, NEZHA_RAIL_ALPHA=<s>): samples are not used, the
+    prices stay those of main."""
+    cfg = Config.load({}, environ={})
+    p = layout_planner(cfg, [0, 1, 2, 3], [227.0, 227.0], 2, 1, True)
+    before = p.switch_table()
+    p.set_hop_samples(LAB_HOP)     # no measured step: nothing to pair the samples with
+    assert p.layout.hop is None and p.switch_table() == before
+    q = layout_planner(Config.load({"RAIL_ALPHA": "22e-6"}, environ={}), [0, 1, 2, 3],
+                       [227.0, 227.0], 2, 1, True)
+    assert q.layout.hop is None
+    assert isinstance(_lab_planner([227.0, 227.0], LAB_HOP).layout.hop, HopCost)

@@ -287,6 +287,8 @@ def seed_step_latency(pl, run_doc):
     if not step.get("measured") or not step.get("alpha_us"):
         return None
     pl.set_step_latency(float(step["alpha_us"]) * 1e-6, "measured at start-up (the run's)")
+    if step.get("hop"):   # runs since session 27: the whole-payload steps' bytes too
+        pl.set_hop_samples(step["hop"], "measured at start-up (the run's)")
     return pl.rail_alpha
 
 

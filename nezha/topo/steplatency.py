@@ -15,6 +15,16 @@ docs/results/session24/matrix/summary.md). So every rank, once, in Communicator(
   4. costmodel.alpha_of_small spreads it over the model's steps of that allreduce: the
      rail step latency, shm steps in proportion. The crowding scale is not applied on
      top: the measure already waited for the partners to be scheduled.
+  5. then the byte cost of a step that does not stream (rd, rab, tree) at the sizes small
+     payloads use: HOP_CALLS timed rd allreduces of each of costmodel.HOP_SIZES, whole on
+     the rail small payloads take, back to back like the 8 B ones (a stream of such calls,
+     as a training loop or a benchmark makes: whatever a queue or a shaper's bucket gives
+     a burst, that is what it gives the next call too); the slowest rank's median per size,
+     agreed with the 8 B one (int64 MAX), and the planner prices those steps' bytes from
+     them (costmodel.HopCost, Planner.set_hop_samples). Isolated calls (each on idle links)
+     measured a burst the next call in a loop does not get: 16 KiB 40 us a step against
+     300 in the loop (docs/results/session27/bytecost). ~30-70 ms more start-up in the lab
+     (4 x 1, 400 Mbit/s), most of it the 64 KiB calls.
 Skipped (the constants stay) with one rank, every rank on one host (no step between
 hosts to measure), NEZHA_PROBE=off, and NEZHA_RAIL_ALPHA=model or a number.
 """
@@ -25,12 +35,14 @@ import time
 import numpy as np
 
 from nezha import log
-from nezha.costmodel import RAIL_ALPHA, SHM_ALPHA, alpha_of_small
+from nezha.costmodel import HOP_SIZES, RAIL_ALPHA, SHM_ALPHA, alpha_of_small
 from nezha.topo import rateprobe
 
 WARM = 3     # untimed calls first: the first ones pay for cold caches and sleeping threads
 CALLS = 16   # timed calls; the median of them
 SEQ = rateprobe.SEQ_BASE + 0x100  # request numbers, apart from the rate probe's
+HOP_WARM = 1  # untimed calls of each size first
+HOP_CALLS = 9  # timed calls of each of HOP_SIZES; the median of them
 
 
 def decide(mode: str, alpha: str, host_of: list, nranks: int) -> tuple[bool, str]:
@@ -65,12 +77,14 @@ def measure(comm) -> dict | None:
     # not on an INA rail (it would time the service)
     algo, ina = comm.planner.algo, comm._ina
     comm.planner.algo, comm._ina = "rd", None
+    hop = []
     try:
         for i in range(WARM + CALLS):
             t0 = time.perf_counter_ns()
             comm.allreduce(buf)
             if i >= WARM:
                 times.append(time.perf_counter_ns() - t0)
+        hop = [median_ns(_time_whole(comm, size)) for size in HOP_SIZES]
     finally:
         comm.planner.algo, comm._ina = algo, ina
         # the plans cached for these calls were made with rd forced and no INA: a user's
@@ -80,13 +94,31 @@ def measure(comm) -> dict | None:
     mine = median_ns(times)
     # MAX of -mine too: the fastest rank's, and a rank that timed nothing (0) voids the
     # measure on every rank
-    agreed = rateprobe.agree_max(comm, [mine, -mine], SEQ)
+    k = len(hop)
+    agreed = rateprobe.agree_max(comm, [mine, -mine] + hop + [-t for t in hop], SEQ)
     small = agreed[0] if -agreed[1] > 0 else 0
     alpha = alpha_of_small(comm.planner.hosts, small * 1e-9) if small else None
     if alpha is None:
         return None
-    return {"small_us": round(small * 1e-3, 1), "fastest_us": round(-agreed[1] * 1e-3, 1),
-            "alpha_us": round(alpha * 1e6, 2)}
+    out = {"small_us": round(small * 1e-3, 1), "fastest_us": round(-agreed[1] * 1e-3, 1),
+           "alpha_us": round(alpha * 1e6, 2)}
+    # the sizes only if every rank timed every one (agreed: every rank alike)
+    if k == len(HOP_SIZES) and all(-t > 0 for t in agreed[2 + k:2 + 2 * k]):
+        out["hop"] = {"small_ns": small, "sizes": list(HOP_SIZES), "ns": agreed[2:2 + k]}
+    return out
+
+
+def _time_whole(comm, size: int) -> list[int]:
+    """ns of HOP_CALLS rd allreduces of size bytes (whole, on one rail: NEZHA_ALGO=rd is in
+    force), back to back after HOP_WARM untimed ones."""
+    buf = np.zeros(size // 4, np.int32)
+    times = []
+    for i in range(HOP_WARM + HOP_CALLS):
+        t0 = time.perf_counter_ns()
+        comm.allreduce(buf)
+        if i >= HOP_WARM:
+            times.append(time.perf_counter_ns() - t0)
+    return times
 
 
 def startup(comm, cfg) -> dict:
@@ -104,10 +136,14 @@ def startup(comm, cfg) -> dict:
                  "the model's constants stay")
         return out
     comm.planner.set_step_latency(got["alpha_us"] * 1e-6, "measured at start-up")
+    if "hop" in got:
+        comm.planner.set_hop_samples(got["hop"])
     out.update(got, measured=True)
     log.info("TOPO", f"step latency: 8 B allreduce (rd) {got['small_us']:.1f} us (the slowest "
              f"rank's median of {CALLS}; the fastest rank's {got['fastest_us']:.1f} us)"
              f" -> {got['alpha_us']:.1f} us per step between hosts, "
              f"{comm.planner.layout.shm_alpha * 1e6:.1f} within (model constants "
-             f"{RAIL_ALPHA * 1e6:g} / {SHM_ALPHA * 1e6:g} us)")
+             f"{RAIL_ALPHA * 1e6:g} / {SHM_ALPHA * 1e6:g} us)"
+             + (f"; whole-payload steps' bytes: {comm.planner.layout.hop.describe()}"
+                if comm.planner.layout.hop is not None else ""))
     return out
