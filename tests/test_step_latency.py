@@ -329,3 +329,20 @@ def test_probe_off_or_a_fixed_step_keeps_the_sustained_prices():
                        [227.0, 227.0], 2, 1, True)
     assert q.layout.hop is None
     assert isinstance(_lab_planner([227.0, 227.0], LAB_HOP).layout.hop, HopCost)
+
+
+def test_several_ranks_per_host_keep_the_sustained_prices():
+    """The byte cost of whole-payload steps is measured and priced with one rank per host
+    only: at 2 x 4 the fit made flat rab look cheaper than hierarchical at 64-256 KiB and it
+    ran 3.4x slower (session 27). There the samples are ignored and the start-up measure does
+    not time them; 4 x 1 still uses them."""
+    cfg = Config.load({}, environ={})
+    for hosts in ([0, 0, 0, 0, 1, 1, 1, 1], [0, 0, 1, 1, 2, 2, 3, 3], [0, 1, 1, 2, 2, 2]):
+        p = layout_planner(cfg, hosts, [227.0, 227.0], 2, 1, True)
+        p.set_step_latency(22.13e-6, "test")
+        before = p.switch_table()
+        assert not p.hop_applies()
+        p.set_hop_samples(LAB_HOP)
+        assert p.layout.hop is None and p.switch_table() == before
+    four = _lab_planner([227.0, 227.0], LAB_HOP)
+    assert four.hop_applies() and isinstance(four.layout.hop, HopCost)
