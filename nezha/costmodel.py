@@ -433,7 +433,7 @@ class Layout:
         h = self.host_of = list(host_of)
         # the measured byte cost of a whole-payload step (HopCost, topo/steplatency.py), or
         # None: the bytes of every step at the link's sustained rate
-        self.hop = self._hop = hop
+        self.hop = hop
         # with more ranks than CPUs every step also waits for its partner to be scheduled
         # (topo/crowd.py): the steps' latencies grow with the crowding, the rates do not.
         # A measured rail_alpha (topo/steplatency.py, NEZHA_RAIL_ALPHA) already holds this
@@ -498,12 +498,12 @@ class Layout:
             k *= 2
         return rounds
 
-    def _step(self, links, nbytes, bx, eff=1.0):
+    def _step(self, links, nbytes, bx, eff=1.0, hop=None):
         e, local = links
         if not e:
             t = 0.0
-        elif eff < 1.0 and self._hop is not None:  # a step that does not stream: measured
-            t = self.rail_alpha + self.hop.cost(e * nbytes / bx)
+        elif hop is not None:  # a step that does not stream: its bytes as measured
+            t = self.rail_alpha + hop.cost(e * nbytes / bx)
         else:
             t = self.rail_alpha + e * nbytes / bx
         return max(t, self.shm_alpha + nbytes / (SHM_RATE * eff)) if local else t
@@ -513,21 +513,21 @@ class Layout:
         reduce_scatter: all blocks together), algo a name (ring, rd, rab, chain, tree,
         hier); rails carry it together, rate B/s in all (default: rails * RAIL_RATE).
         measured=False: every step's bytes at the sustained rate, even with a HopCost."""
-        self._hop = self.hop if measured else None
         n, s = self.n, float(nbytes)
         bx = rate or max(rails, 1) * RAIL_RATE
         if n <= 1:
             return 0.0
         eff = STEP_EFF if algo in UNPIPELINED else 1.0
+        hop = self.hop if measured and eff < 1.0 else None
         bx *= eff
         if algo == "rab":  # halving then doubling among p2: step k moves k of p2 blocks
             p2 = 1 << len(self.rd)
-            return (2 * sum(self._step(lk, k * s / p2, bx, eff)
+            return (2 * sum(self._step(lk, k * s / p2, bx, eff, hop)
                             for k, lk in zip(_pow2s(p2), self.rd))
-                    + (2 * self._step(self.fold, s, bx, eff) if self.fold != (0, False)
+                    + (2 * self._step(self.fold, s, bx, eff, hop) if self.fold != (0, False)
                        else 0.0))
         if algo == "tree":
-            return sum(self._step(lk, s, bx, eff) for lk in self._tree(root))
+            return sum(self._step(lk, s, bx, eff, hop) for lk in self._tree(root))
         if algo == "hier":  # every phase pipelined; L ranks share the host's rails
             H, L = self.H, self.L or 1
             if coll == "allreduce":   # rs in host, allreduce across hosts, ag in host
@@ -547,10 +547,10 @@ class Layout:
         if algo != "rd":
             raise ValueError(f"no time model for {algo}")
         if coll in ("allgather", "reduce_scatter"):  # step k moves k blocks
-            return sum(self._step(lk, k * s / n, bx, eff)
+            return sum(self._step(lk, k * s / n, bx, eff, hop)
                        for k, lk in zip(_pow2s(1 << len(self.rd)), self.rd))
-        return (sum(self._step(lk, s, bx, eff) for lk in self.rd)
-                + (2 * self._step(self.fold, s, bx, eff) if self.fold != (0, False) else 0.0))
+        return (sum(self._step(lk, s, bx, eff, hop) for lk in self.rd)
+                + (2 * self._step(self.fold, s, bx, eff, hop) if self.fold != (0, False) else 0.0))
 
 
 def alpha_of_small(host_of, seconds):

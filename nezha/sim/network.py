@@ -8,9 +8,10 @@ when its dependency has started and is held to its dependency's rate while that 
 A task may carry a rate cap of its own (wl.rate_cap, B/s: an INA rank's window of credits
 over its round trip, nezha/sim/ina_sched.py). Events are coalesced: at the next finish,
 every flow that would finish within tol of its own duration later finishes too, and starts
-due within tol of a typical transfer's time happen together. No transfer ends earlier than it should by more than tol of its own
-time, so the collective's time is low by at most about tol; it keeps ECMP's thousands of
-distinct finishing times, and a desynchronised 512-rank ring, to a few hundred events.
+due within tol of a typical transfer's time happen together. No transfer ends earlier than
+it should by more than tol of its own time, so the collective's time is low by at most
+about tol; it keeps ECMP's thousands of distinct finishing times, and a desynchronised
+512-rank ring, to a few hundred events.
 """
 import time
 

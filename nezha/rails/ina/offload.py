@@ -44,20 +44,21 @@ def link_Bps(host):
     a virtual one's (the lab's veth) means nothing, nor an unknown one."""
     import socket
     from nezha.rails.tcp.ifaces import list_interfaces
-    from nezha.topo.rails import TRUSTED_KINDS, kind_of
+    from nezha.topo.rails import kind_of, trusted_speed
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             s.connect((host, 9))
             src = s.getsockname()[0]
         for i in list_interfaces():
-            if i.address == src and i.speed_mbps and kind_of(i) in TRUSTED_KINDS:
-                return int(i.speed_mbps) * 125_000
+            if i.address == src:
+                mbps = trusted_speed({"speed_mbps": i.speed_mbps, "kind": kind_of(i)})
+                return int(mbps or 0) * 125_000
     except OSError:
         pass
     return 0
 
 
-def window_inputs(model, rtt_ns, nominal_Bps):
+def window_inputs(model, nominal_Bps):
     """(rate B/s or None, where from) for the default window: the rail's trusted nominal
     speed (agreed: the slowest rank's) if every rank knows one, else the fastest rate the
     split model learned for the rail (agreed times; a rate the window bounded grows the
@@ -284,7 +285,7 @@ class InaOffload:
         c = self.client
         if c is None or rtt_ns <= 0:
             return
-        rate, src = window_inputs(self.model, rtt_ns, nominal_Bps)
+        rate, src = window_inputs(self.model, nominal_Bps)
         old = c.window
         w, why = c.set_window(rate, rtt_ns * 1e-9)
         self.window_why = f"{why} ({src}; round trip: the slowest rank's median PING)"
