@@ -1,7 +1,7 @@
 """A B B A table from run.sh's compare outputs (/tmp/h28/<step>-<tag>/compare.json): per rate
 set, collective and size: nezha-all's median (us) and algorithm in each run, best Open MPI
 row / nezha-all per run, and B / A (mean of the B runs' nezha times over the A runs').
-usage: python abba_table.py A1 B1 B2 A2   (tags; A = main, B = this branch)"""
+usage: python abba_table.py A1 B1 B2 A2   (tags; A = the first and last, B = the middle two)"""
 import json
 import sys
 
@@ -30,11 +30,11 @@ def load(step, tag):
 def main(tags):
     for step in ("equal", "unequal"):
         runs = {t: load(step, t) for t in tags}
-        print(f"\n## {step} ({', '.join(tags)}; A = main, B = this branch)\n")
+        print(f"\n## {step} ({', '.join(tags)}; A = the first and last, B = the middle two)\n")
         print("| collective | size | " + " | ".join(f"{t} us (algo)" for t in tags)
               + " | " + " | ".join(f"{t} mpi/nz" for t in tags) + " | B/A time |")
         print("|---" * (3 + 2 * len(tags)) + "|")
-        for c in COLLS:
+        for c in [c for c in COLLS if c in runs[tags[0]]]:
             sizes = sorted(runs[tags[0]][c][0])
             for s in sizes:
                 cells, ratios, a, b = [], [], [], []
@@ -43,7 +43,7 @@ def main(tags):
                     v = nz.get(s)
                     cells.append(f"{v:.0f} ({'/'.join(sorted(algo.get(s, [])))})" if v else "-")
                     ratios.append(f"{mpi[s] / v:.2f}" if v and s in mpi else "-")
-                    (a if t.startswith("A") else b).append(v)
+                    (a if t in (tags[0], tags[-1]) else b).append(v)
                 ba = (sum(b) / len(b)) / (sum(a) / len(a)) if all(a + b) and a and b else None
                 print(f"| {c} | {s >> 10} KiB | " + " | ".join(cells) + " | "
                       + " | ".join(ratios) + f" | {'-' if ba is None else f'{ba:.2f}'} |")

@@ -6,5 +6,5 @@ D=$(dirname $(readlink -f $0))
 export SYS=nezha-all,mpi-all,mpi-rail0,mpi-all-ring,mpi-rail0-ring LABNAME=s27 COLL=allreduce,broadcast
 export EXTRA="--min-size 2K --max-size 32K --reps 3 --reps-other 3 --time-budget 0.3"
 for t in main:M1 base27:S1 base27:S2 main:M2; do
-  TREE=/work/${t%%:*} TAG=-${t##*:} bash $D/run.sh ${STEPS:-equal unequal}
+  TREE=/work/${t%%:*} TAG=-${t##*:} OUTDIR=$D bash $D/../../session26/matrix/run.sh ${STEPS:-equal unequal}
 done
