@@ -156,17 +156,10 @@ class Planner:
         the fastest rail's link rate (small payloads run whole on the best channel), or
         None."""
         h = self.hop_samples
-        if not h or self.rail_alpha is None or not self.hop_applies():
+        if not h or self.rail_alpha is None:
             return None
         return hop_cost_of(self.hosts, self.rail_alpha, h["small_ns"], h["sizes"], h["ns"],
                            max(self.rail_rates))
-
-    def hop_applies(self):
-        """Whether whole-payload steps are priced from the start-up measure: with one rank
-        per host only, where it was measured against Open MPI. At 2 x 4 the fit made flat rab
-        look cheaper than hierarchical at 64-256 KiB and ran 3.4x slower (1108-1141 against
-        3816-3895 us at 64 KiB; docs/results/session27/issue12/ab64)."""
-        return len(set(self.hosts)) == len(self.hosts)
 
     def hier_groups(self, rank):
         """(ranks on rank's host, one rank per host at rank's local position); the second

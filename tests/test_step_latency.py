@@ -88,9 +88,9 @@ def test_a_slow_measured_step_moves_the_switches_up():
     h = [0] * 4 + [1] * 4
     hp = layout_planner(cfg, h, [207.0, 207.0], 2, 1, True)
     hp.set_hosts(h, crowding=4)
-    assert hp.algorithm("allreduce", 2 << 10) == ALGO_HIER  # crowding-scaled constants
+    assert hp.algorithm("allreduce", 16 << 10) == ALGO_HIER  # crowding-scaled constants
     hp.set_step_latency(alpha_of_small(h, 250e-6), "test")  # helper-21's 2 x 4: 215-300 us
-    assert hp.algorithm("allreduce", 2 << 10) == ALGO_RD
+    assert hp.algorithm("allreduce", 16 << 10) == ALGO_RD
     assert hp.algorithm("allreduce", 16 << 20) == ALGO_HIER
 
 
