@@ -627,9 +627,13 @@ class Planner:
                 + "; ".join(parts))
 
     def describe_hop(self):
-        """', unpipelined steps' bytes measured (...)' or ''."""
-        hop = self.layout.hop
-        return "" if hop is None else f", whole-payload steps' bytes measured ({hop.describe()})"
+        """', rd allreduce between hosts from one rank per host (...)' where rd_hosts.pxi
+        runs, ', whole-payload steps' bytes measured (...)' where measured, or ''."""
+        hop, lay = self.layout.hop, self.layout
+        via = (f", rd allreduce between hosts from one rank per host ({lay.hosts_rd} steps)"
+               if lay.hosts_rd else "")
+        return via + ("" if hop is None else
+                      f", whole-payload steps' bytes measured ({hop.describe()} on a host's link)")
 
     def describe_piece(self):
         """The smallest rail piece in use and where it comes from."""
