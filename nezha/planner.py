@@ -562,9 +562,15 @@ class Planner:
             k = 1 if whole else rails
             t_flat = self.layout.time(coll, name, nbytes, k, root,
                                       rate=sum(sorted(self.rail_rates, reverse=True)[:k]))
-            # small payloads stay on their latency path unless hier wins clearly
+            # small payloads stay on their latency path unless hier wins clearly; not where
+            # rd's price is the start-up measure of rd itself (allreduce, a size within the
+            # measured ones): at 4 x 2 that margin kept 16 KiB on rd, 513-558 us against
+            # hier's 388-407 (docs/results/session28/hop-per-host)
             latency = (nbytes < self.small if self.small is not None
-                       else flat in (ALGO_RD, ALGO_TREE))
+                       else flat in (ALGO_RD, ALGO_TREE)
+                       and not (flat == ALGO_RD and coll == "allreduce"
+                                and self.layout.hop is not None
+                                and nbytes <= self.layout.hop.points[-1][0]))
             win = t_hier < (HIER_CLEAR if latency else 1.0) * t_flat
             if len(self._hier_memo) >= 512:
                 self._hier_memo.clear()
