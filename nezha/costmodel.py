@@ -624,8 +624,12 @@ def hop_cost_of(host_of, rail_alpha, small_ns, sizes, times_ns, link_rate):
     """HopCost from the agreed start-up measure: times_ns[i] the rd allreduce of sizes[i] B
     (whole, on one rail), small_ns the one of 8 B (the step latency's). The excess over the
     8 B call is spread over the model's rd steps between hosts; a step carries the payload
-    on each of the most pairs leaving one host. link_rate: that rail's sustained link rate
-    (B/s). None when nothing is between hosts or no size was timed."""
+    on each of the most pairs leaving one host: flat rd, or with the same number of ranks
+    (> 1) on every host rd_hosts.pxi, where one rank per host crosses (one payload a step;
+    its shm bytes in and out are taken off first). So a point is what one host put on its
+    link in one step, and Layout._step prices any step by all of its host's bytes (flat
+    rab's or the tree's several local ranks crossing at once). link_rate: that rail's
+    sustained link rate (B/s). None when nothing is between hosts or no size was timed."""
     lay = Layout(host_of, rail_alpha=rail_alpha)
     if lay.hosts_rd:  # several ranks on each host: one rank per host crosses (rd_hosts)
         cross = [1] * lay.hosts_rd
