@@ -559,7 +559,10 @@ class Planner:
             t_hier = self.layout.time(coll, "hier", nbytes, rails, rate=sum(self.rail_rates))
             name = ALGO_NAMES[flat]
             whole = name == "tree" or (name == "rd" and coll == "allreduce")
-            k = 1 if whole else rails
+            # the rails the flat plan runs on (Planner.split's, as flat_times prices it): with
+            # all rails assumed, allgather rd 16 KiB at 2 x 4 (1 rail: below the shared hosts'
+            # 64 KiB piece) looked half its price and ran 2.2x hier's time (session 28)
+            k = 1 if whole else self._rails_used(nbytes, coll, name)
             t_flat = self.layout.time(coll, name, nbytes, k, root,
                                       rate=sum(sorted(self.rail_rates, reverse=True)[:k]))
             # small payloads stay on their latency path unless hier wins clearly; not where

@@ -465,3 +465,17 @@ def test_every_rank_builds_the_same_model_with_two_ranks_per_host():
     fit = hop_cost_of([0, 0, 1, 1], alpha, st["hop"]["small_ns"], st["hop"]["sizes"],
                       st["hop"]["ns"], float.fromhex(hop[-1]) / STEP_EFF)
     assert [[x.hex(), b.hex()] for x, b in fit.points] == hop[:-1]
+
+
+@pytest.mark.parametrize("hosts,mbps,hop", [(H2X4, *LAB_2X4[0]), (H4X2, *LAB_4X2[0])],
+                         ids=["2x4", "4x2"])
+def test_hier_is_weighed_against_the_rails_the_flat_plan_runs_on(hosts, mbps, hop):
+    """allgather and reduce_scatter of 16 KiB (2 KiB a rank) at 2 x 4 and 4 x 2: flat rd runs
+    on one rail there (below the shared hosts' 64 KiB piece), and is weighed so against hier.
+    Weighed on both rails its cross step looked half its price and rd ran: 330-335 us at
+    2 x 4 against hier's 139-152, 4 x 2 235-264 against 168 (session 28)."""
+    p = _rph_planner(hosts, mbps, hop)
+    for coll in ("allgather", "reduce_scatter"):
+        assert p._rails_used(16 << 10, coll, "rd") == 1
+        assert p.algorithm(coll, 16 << 10) == ALGO_HIER, coll
+        assert p.algorithm(coll, 4 << 10) == ALGO_RD, coll
