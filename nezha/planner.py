@@ -639,7 +639,7 @@ class Planner:
         """', rd allreduce between hosts from one rank per host (...)' where rd_hosts.pxi
         runs, ', whole-payload steps' bytes measured (...)' where measured, or ''."""
         hop, lay = self.layout.hop, self.layout
-        via = (f", rd allreduce between hosts from one rank per host ({lay.hosts_rd} steps)"
+        via = (f", rd allreduce between hosts from one rank per host ({lay.hosts_rd} step{'s' if lay.hosts_rd > 1 else ''})"
                if lay.hosts_rd else "")
         return via + ("" if hop is None else
                       f", whole-payload steps' bytes measured ({hop.describe()} on a host's link)")
