@@ -452,6 +452,14 @@ class Layout:
         p2 = 1 << (n.bit_length() - 1) if n else 1
         self.rd = [self._links([(r, r ^ k) for r in range(p2)]) for k in _pow2s(p2)]
         self.fold = self._links([(r, r - p2) for r in range(p2, n)])
+        # rd allreduce with the same number of ranks (more than one) on every host of
+        # several: each host's ranks hand their input to its first rank over shm, the
+        # first ranks run rd between hosts (one rank per host: every step has one pair
+        # leaving a host), and hand the result back (rd_hosts.pxi). hosts_rd: its steps
+        # between hosts (the fold's two included), 0 where rd runs flat
+        hp2 = 1 << (self.H.bit_length() - 1)
+        self.hosts_rd = ((hp2.bit_length() - 1) + (2 if self.H > hp2 else 0)
+                         if self.H > 1 and self.L and self.L > 1 else 0)
         self._chains = {}
 
     def steps(self, coll, algo):
@@ -508,6 +516,11 @@ class Layout:
             t = self.rail_alpha + e * nbytes / bx
         return max(t, self.shm_alpha + nbytes / (SHM_RATE * eff)) if local else t
 
+    def _hosts_rd_local(self, s, eff=STEP_EFF):
+        """Seconds of rd_hosts' two shm steps: the first rank takes in (and reduces) the
+        other L - 1 inputs, then sends the result to each of them."""
+        return 2 * (self.shm_alpha + (self.L - 1) * s / (SHM_RATE * eff))
+
     def time(self, coll, algo, nbytes, rails=1, root=0, rate=None, measured=True):
         """Modelled seconds of one collective: nbytes is the payload (allgather,
         reduce_scatter: all blocks together), algo a name (ring, rd, rab, chain, tree,
@@ -549,6 +562,9 @@ class Layout:
         if coll in ("allgather", "reduce_scatter"):  # step k moves k blocks
             return sum(self._step(lk, k * s / n, bx, eff, hop)
                        for k, lk in zip(_pow2s(1 << len(self.rd)), self.rd))
+        if self.hosts_rd:  # in to the host's first rank, rd between hosts, back out
+            return (self._hosts_rd_local(s, eff)
+                    + self.hosts_rd * self._step((1, False), s, bx, eff, hop))
         return (sum(self._step(lk, s, bx, eff, hop) for lk in self.rd)
                 + (2 * self._step(self.fold, s, bx, eff, hop) if self.fold != (0, False) else 0.0))
 
@@ -608,10 +624,17 @@ def hop_cost_of(host_of, rail_alpha, small_ns, sizes, times_ns, link_rate):
     """HopCost from the agreed start-up measure: times_ns[i] the rd allreduce of sizes[i] B
     (whole, on one rail), small_ns the one of 8 B (the step latency's). The excess over the
     8 B call is spread over the model's rd steps between hosts; a step carries the payload
-    on each of the most pairs leaving one host. link_rate: that rail's sustained link rate
-    (B/s). None when nothing is between hosts or no size was timed."""
+    on each of the most pairs leaving one host: flat rd, or with the same number of ranks
+    (> 1) on every host rd_hosts.pxi, where one rank per host crosses (one payload a step;
+    its shm bytes in and out are taken off first). So a point is what one host put on its
+    link in one step, and Layout._step prices any step by all of its host's bytes (flat
+    rab's or the tree's several local ranks crossing at once). link_rate: that rail's
+    sustained link rate (B/s). None when nothing is between hosts or no size was timed."""
     lay = Layout(host_of, rail_alpha=rail_alpha)
-    cross = [lk[0] for lk in lay.rd if lk[0]] + ([lay.fold[0]] * 2 if lay.fold[0] else [])
+    if lay.hosts_rd:  # several ranks on each host: one rank per host crosses (rd_hosts)
+        cross = [1] * lay.hosts_rd
+    else:
+        cross = [lk[0] for lk in lay.rd if lk[0]] + ([lay.fold[0]] * 2 if lay.fold[0] else [])
     if not cross or not sizes or len(sizes) != len(times_ns) or not small_ns > 0 \
             or not link_rate > 0:
         return None
@@ -619,7 +642,9 @@ def hop_cost_of(host_of, rail_alpha, small_ns, sizes, times_ns, link_rate):
     for s, t in zip(sizes, times_ns):
         if not t > 0:
             return None
-        prev = max(prev, (t - small_ns) * 1e-9 / len(cross))
+        # rd_hosts' shm bytes (in to the first rank and back) are priced apart
+        shm = (lay._hosts_rd_local(s) - lay._hosts_rd_local(0)) if lay.hosts_rd else 0.0
+        prev = max(prev, ((t - small_ns) * 1e-9 - shm) / len(cross))
         pts.append((e * s, prev))
     return HopCost(pts, link_rate * STEP_EFF)
 

@@ -156,17 +156,10 @@ class Planner:
         the fastest rail's link rate (small payloads run whole on the best channel), or
         None."""
         h = self.hop_samples
-        if not h or self.rail_alpha is None or not self.hop_applies():
+        if not h or self.rail_alpha is None:
             return None
         return hop_cost_of(self.hosts, self.rail_alpha, h["small_ns"], h["sizes"], h["ns"],
                            max(self.rail_rates))
-
-    def hop_applies(self):
-        """Whether whole-payload steps are priced from the start-up measure: with one rank
-        per host only, where it was measured against Open MPI. At 2 x 4 the fit made flat rab
-        look cheaper than hierarchical at 64-256 KiB and ran 3.4x slower (1108-1141 against
-        3816-3895 us at 64 KiB; docs/results/session27/issue12/ab64)."""
-        return len(set(self.hosts)) == len(self.hosts)
 
     def hier_groups(self, rank):
         """(ranks on rank's host, one rank per host at rank's local position); the second
@@ -566,12 +559,21 @@ class Planner:
             t_hier = self.layout.time(coll, "hier", nbytes, rails, rate=sum(self.rail_rates))
             name = ALGO_NAMES[flat]
             whole = name == "tree" or (name == "rd" and coll == "allreduce")
-            k = 1 if whole else rails
+            # the rails the flat plan runs on (Planner.split's, as flat_times prices it): with
+            # all rails assumed, allgather rd 16 KiB at 2 x 4 (1 rail: below the shared hosts'
+            # 64 KiB piece) looked half its price and ran 2.2x hier's time (session 28)
+            k = 1 if whole else self._rails_used(nbytes, coll, name)
             t_flat = self.layout.time(coll, name, nbytes, k, root,
                                       rate=sum(sorted(self.rail_rates, reverse=True)[:k]))
-            # small payloads stay on their latency path unless hier wins clearly
+            # small payloads stay on their latency path unless hier wins clearly; not where
+            # rd's price is the start-up measure of rd itself (allreduce, a size within the
+            # measured ones): at 4 x 2 that margin kept 16 KiB on rd, 513-558 us against
+            # hier's 388-407 (docs/results/session28/hop-per-host)
             latency = (nbytes < self.small if self.small is not None
-                       else flat in (ALGO_RD, ALGO_TREE))
+                       else flat in (ALGO_RD, ALGO_TREE)
+                       and not (flat == ALGO_RD and coll == "allreduce"
+                                and self.layout.hop is not None
+                                and nbytes <= self.layout.hop.points[-1][0]))
             win = t_hier < (HIER_CLEAR if latency else 1.0) * t_flat
             if len(self._hier_memo) >= 512:
                 self._hier_memo.clear()
@@ -634,9 +636,13 @@ class Planner:
                 + "; ".join(parts))
 
     def describe_hop(self):
-        """', unpipelined steps' bytes measured (...)' or ''."""
-        hop = self.layout.hop
-        return "" if hop is None else f", whole-payload steps' bytes measured ({hop.describe()})"
+        """', rd allreduce between hosts from one rank per host (...)' where rd_hosts.pxi
+        runs, ', whole-payload steps' bytes measured (...)' where measured, or ''."""
+        hop, lay = self.layout.hop, self.layout
+        via = (f", rd allreduce between hosts from one rank per host ({lay.hosts_rd} step{'s' if lay.hosts_rd > 1 else ''})"
+               if lay.hosts_rd else "")
+        return via + ("" if hop is None else
+                      f", whole-payload steps' bytes measured ({hop.describe()} on a host's link)")
 
     def describe_piece(self):
         """The smallest rail piece in use and where it comes from."""

@@ -345,10 +345,16 @@ def test_small_payloads_keep_their_latency_path_unless_hier_wins_clearly():
     for coll in HIER_COLLS:
         assert p.algorithm(coll, 4) == ALGO_RD
     assert p.algorithm("broadcast", 4) == ALGO_TREE
-    # 2 x 3: recursive doubling over 6 ranks folds and unfolds across hosts (4 crossings in
-    # a row), a ring over 6 ranks takes 5 steps: hier (2 crossings) wins clearly
+    # 2 x 3: rd allreduce crosses hosts from one rank per host (rd_hosts.pxi: in to the
+    # host's first rank, one step across, back out; the model priced flat rd's fold and
+    # unfold, 4 crossings, before session 28): rd keeps 4 B. allgather and reduce_scatter
+    # over 6 ranks have no rd (not a power of two): a ring of 5 steps, hier (2 crossings)
+    # wins clearly
     p = hosts_planner([0, 0, 0, 1, 1, 1])
-    for coll in HIER_COLLS:
+    assert p.layout.hosts_rd == 1
+    assert p.algorithm("allreduce", 4) == ALGO_RD
+    assert p.algorithm("allreduce", 1 << 20) == ALGO_HIER
+    for coll in ("allgather", "reduce_scatter"):
         assert p.algorithm(coll, 4) == ALGO_HIER
     # a small broadcast stays a tree (with failover: a lazy allreduce; a hier one votes)
     assert p.algorithm("broadcast", 4) == ALGO_TREE
@@ -390,8 +396,10 @@ def test_crowding_scales_step_latency_and_moves_small_payloads_off_hier():
     its CPU run: the model's per-step latencies (set at 2 ranks per CPU) grow by
     (crowding - 1), its byte terms do not. 2 hosts x 4 ranks on 400 Mbit/s rails (the lab
     on 2 cores: crowding 4): recursive doubling (2 steps within a host, 1 across) keeps
-    1 KiB, where hier's 8 steps won when steps were taken as free of waiting (measured:
-    rd 94-99 µs, hier 153-168 µs)."""
+    4 KiB, where hier's 8 steps win when steps are taken as free of waiting (measured at
+    1 KiB: rd 94-99 µs, hier 153-168 µs; at 4 KiB rd 69-77, hier 156-175, session 27).
+    rd crosses from one rank per host (rd_hosts.pxi, one payload across; session 28):
+    before, the model priced four and the switch sat at 1.4 KiB at crowding 4."""
     host_of = [0, 0, 0, 0, 1, 1, 1, 1]
     base, crowded = costmodel.Layout(host_of), costmodel.Layout(host_of, crowding=4)
     assert costmodel.Layout(host_of, crowding=2).time("allreduce", "rd", 4, 1) == \
@@ -408,7 +416,7 @@ def test_crowding_scales_step_latency_and_moves_small_payloads_off_hier():
         p.ranks = len(host_of)
         p.set_rail_rates([207, 207])  # what the rate probe finds there
         p.set_hosts(host_of, crowding=c)
-        picks[c] = p.algorithm("allreduce", 1024)
+        picks[c] = p.algorithm("allreduce", 4096)
         assert p.algorithm("allreduce", 16 << 20) == ALGO_HIER  # large: hier either way
     assert picks == {1: ALGO_HIER, 4: ALGO_RD}
     # measured at start-up (topo/steplatency.py) the step already waited for its partner to

@@ -24,14 +24,15 @@ c.close()
 """
 
 
-def run_ranks(n, env, worker=WORKER):
+def run_ranks(n, env, worker=WORKER, host_of=None):
+    """n ranks on loop rails, rank r on host host_of[r] (default: each on its own)."""
     port = free_port()
     procs = []
     for r in range(n):
         e = {k: v for k, v in os.environ.items() if not k.startswith("NEZHA_")}
         e.update(PYTHONPATH=ROOT, RANK=str(r), WORLD_SIZE=str(n), MASTER_ADDR="127.0.0.1",
                  MASTER_PORT=str(port), NEZHA_RAILS="loop", NEZHA_JOB_SECRET="00" * 16,
-                 NEZHA_HOST_ID=f"h{r}", NEZHA_TIMEOUT="30", NEZHA_RAIL_TIMEOUT="2",
+                 NEZHA_HOST_ID=f"h{host_of[r] if host_of else r}", NEZHA_TIMEOUT="30", NEZHA_RAIL_TIMEOUT="2",
                  **env)  # RAIL_TIMEOUT: no rail declared failed on a busy CI machine
         for k in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"):
             e.pop(k, None)

@@ -27,8 +27,8 @@ WORKER = rp.WORKER.replace(
 assert WORKER != rp.WORKER
 
 
-def run_ranks(n, extra):
-    return rp.run_ranks(n, dict({"NEZHA_LOOP_RAILS": "2"}, **extra), WORKER)
+def run_ranks(n, extra, host_of=None):
+    return rp.run_ranks(n, dict({"NEZHA_LOOP_RAILS": "2"}, **extra), WORKER, host_of)
 
 
 def test_decide():
@@ -88,9 +88,9 @@ def test_a_slow_measured_step_moves_the_switches_up():
     h = [0] * 4 + [1] * 4
     hp = layout_planner(cfg, h, [207.0, 207.0], 2, 1, True)
     hp.set_hosts(h, crowding=4)
-    assert hp.algorithm("allreduce", 2 << 10) == ALGO_HIER  # crowding-scaled constants
+    assert hp.algorithm("allreduce", 16 << 10) == ALGO_HIER  # crowding-scaled constants
     hp.set_step_latency(alpha_of_small(h, 250e-6), "test")  # helper-21's 2 x 4: 215-300 us
-    assert hp.algorithm("allreduce", 2 << 10) == ALGO_RD
+    assert hp.algorithm("allreduce", 16 << 10) == ALGO_RD
     assert hp.algorithm("allreduce", 16 << 20) == ALGO_HIER
 
 
@@ -257,9 +257,15 @@ def test_the_fit_from_given_samples():
     noisy = hop_cost_of([0, 1, 2, 3], alpha, 40000, [4096, 16384], [60000, 50000], rate)
     assert noisy.points[1] == (16384.0, noisy.points[0][1])
     assert noisy.points[0] == (4096.0, pytest.approx(10e-6))
-    # 2 ranks on each of 2 hosts: one rd step between hosts, both ranks' payloads on the link
+    # 2 ranks on each of 2 hosts: rd crosses from the first ranks (rd_hosts.pxi), one step
+    # with one payload on the link; the two shm steps' bytes (in and out) are not the link's
     two = hop_cost_of([0, 0, 1, 1], alpha, 40000, [4096], [60000], rate)
-    assert two.points[0][0] == 8192.0 and two.points[0][1] == pytest.approx(20e-6)
+    shm = 2 * 4096 / (costmodel.SHM_RATE * STEP_EFF)
+    assert two.points[0][0] == 4096.0 and two.points[0][1] == pytest.approx(20e-6 - shm)
+    # ranks spread unevenly (flat rd: [0, 1, 1, 2, 2, 2] folds; 2 pairs leave host 1 at
+    # once): the point is what the busiest host puts on its link
+    flat = hop_cost_of([0, 1, 1, 2, 2, 2], alpha, 40000, [4096], [60000], rate)
+    assert flat.points[0][0] == 2 * 4096.0
     # nothing between hosts, a size not timed: no fit
     assert hop_cost_of([0, 0], alpha, 40000, [4096], [60000], rate) is None
     assert hop_cost_of([0, 1], alpha, 40000, [4096], [0], rate) is None
@@ -331,18 +337,145 @@ def test_probe_off_or_a_fixed_step_keeps_the_sustained_prices():
     assert isinstance(_lab_planner([227.0, 227.0], LAB_HOP).layout.hop, HopCost)
 
 
-def test_several_ranks_per_host_keep_the_sustained_prices():
-    """The byte cost of whole-payload steps is measured and priced with one rank per host
-    only: at 2 x 4 the fit made flat rab look cheaper than hierarchical at 64-256 KiB and it
-    ran 3.4x slower (session 27). There the samples are ignored and the start-up measure does
-    not time them; 4 x 1 still uses them."""
-    cfg = Config.load({}, environ={})
-    for hosts in ([0, 0, 0, 0, 1, 1, 1, 1], [0, 0, 1, 1, 2, 2, 3, 3], [0, 1, 1, 2, 2, 2]):
-        p = layout_planner(cfg, hosts, [227.0, 227.0], 2, 1, True)
-        p.set_step_latency(22.13e-6, "test")
-        before = p.switch_table()
-        assert not p.hop_applies()
-        p.set_hop_samples(LAB_HOP)
-        assert p.layout.hop is None and p.switch_table() == before
-    four = _lab_planner([227.0, 227.0], LAB_HOP)
-    assert four.hop_applies() and isinstance(four.layout.hop, HopCost)
+# ---- several ranks per host (session 28) ----------------------------------------------------
+# rd allreduce with the same number of ranks (> 1) on every host runs rd_hosts.pxi: the ranks
+# hand their input to the host's first rank over shm, the first ranks run rd between hosts,
+# and hand the result back: one payload crosses a host's link per step. Session 27 read the
+# 2 x 4 samples as flat rd's (four payloads a step), priced a host's bytes 4x too cheap and
+# took flat rab for 64-256 KiB (3816-3895 us against hierarchical's 1108-1141 at 64 KiB;
+# docs/results/session27/issue12/ab64); the stopgap (Planner.hop_applies) then dropped the
+# measure with several ranks per host, and 4 KiB went to hier (156-175 us against rd's 69-77).
+# Agreed samples of the lab's 2 x 4 (those ab64 runs' stats()["probe"]): rate probe (Mbit/s
+# per rail), 8 B call and rd of 4, 16, 64 KiB (ns)
+LAB_2X4 = [(193.8, {"small_ns": 70753, "sizes": [4096, 16384, 65536],
+                    "ns": [121898, 209738, 1355212]}),
+           (237.1, {"small_ns": 53252, "sizes": [4096, 16384, 65536],
+                    "ns": [101747, 184588, 1378281]})]
+# 4 x 2 (two rd steps between the first ranks), measured on this branch (session 28,
+# docs/results/session28/hop-per-host, runs 4x2-B1 and 4x2-B2)
+LAB_4X2 = [(193.4, {"small_ns": 89557, "sizes": [4096, 16384, 65536],
+                    "ns": [118284, 670774, 2780949]}),
+           (221.0, {"small_ns": 93763, "sizes": [4096, 16384, 65536],
+                    "ns": [124002, 650522, 2713250]})]
+H2X4, H4X2 = [0, 0, 0, 0, 1, 1, 1, 1], [0, 0, 1, 1, 2, 2, 3, 3]
+
+
+def _rph_planner(hosts, mbps, hop):
+    p = layout_planner(Config.load({}, environ={}), hosts, None, 2, 1, True)
+    p.set_hosts(hosts, crowding=4)  # the lab: 8 ranks on 2 cores
+    p.set_rail_rates([mbps, mbps], ring_payload=True)
+    p.set_step_latency(alpha_of_small(hosts, hop["small_ns"] * 1e-9), "test")
+    p.set_hop_samples(hop)
+    return p
+
+
+@pytest.mark.parametrize("hosts", [H2X4, H4X2, [0, 0, 0, 1, 1, 1]],
+                         ids=["2x4", "4x2", "2x3"])
+def test_several_ranks_per_host_read_one_payload_a_step(hosts):
+    """The fit's points are one payload on the link (x = the size, not L x the size) and the
+    model's rd at each measured size takes what was measured (in, across, out)."""
+    mbps, hop = LAB_2X4[0]
+    lay = Layout(hosts, rail_alpha=alpha_of_small(hosts, hop["small_ns"] * 1e-9))
+    assert lay.hosts_rd == {2: 1, 4: 2}[lay.H]
+    fit = hop_cost_of(hosts, lay.rail_alpha, hop["small_ns"], hop["sizes"], hop["ns"], 50e6)
+    assert [x for x, _ in fit.points] == [4096.0, 16384.0, 65536.0]
+    lay.hop = fit
+    for s, t in zip(hop["sizes"], hop["ns"]):
+        assert lay.time("allreduce", "rd", s, 1, rate=50e6) == pytest.approx(t * 1e-9)
+    assert lay.time("allreduce", "rd", 0, 1, rate=50e6) == pytest.approx(hop["small_ns"] * 1e-9)
+
+
+@pytest.mark.parametrize("hosts,mbps,hop", [(H2X4, *s) for s in LAB_2X4]
+                         + [(H4X2, *s) for s in LAB_4X2],
+                         ids=["2x4-a", "2x4-b", "4x2-a", "4x2-b"])
+def test_several_ranks_per_host_rd_small_hier_medium_never_flat_rab(hosts, mbps, hop):
+    """2 x 4 and 4 x 2 with agreed samples: rd at 4 KiB (2 x 4: to 16 KiB), hierarchical from
+    16 KiB (4 x 2: rd 513-558 us there, hier 388-407) or 64 KiB to 1 MiB, flat rab at no size
+    (its cross steps put every local rank's half on the host's link at once: priced at all of
+    those bytes). Fails on main (hier at 4 KiB: no samples used)."""
+    p = _rph_planner(hosts, mbps, hop)
+    assert p.layout.hop is not None
+    rd_to = 16 if hosts == H2X4 else 4
+    for kb in (4, 16):
+        assert p.algorithm("allreduce", kb << 10) == (ALGO_RD if kb <= rd_to else ALGO_HIER)
+    for kb in (64, 128, 256, 1024):
+        assert p.algorithm("allreduce", kb << 10) == ALGO_HIER, kb
+    pts = p.switch_points("allreduce", hi=64 << 20)
+    assert list(pts) == ["rd->hier"] and rd_to << 10 < pts["rd->hier"] <= 4 * rd_to << 10, pts
+    for kb in (64, 256):
+        t = p.flat_times("allreduce", kb << 10)
+        assert t["rab"] > 1.5 * p._hier_time("allreduce", kb << 10) * 1e-6, (kb, t)
+    # the PLAN line names the choice and every candidate's price
+    assert "whole-payload steps' bytes measured (4KB" in p.describe()
+
+
+def test_reading_2x4_as_flat_rd_priced_rab_too_cheap():
+    """The session-27 reading (flat rd: four payloads a step on the link) fitted the same 2 x 4
+    samples at 4x the bytes: flat rab at 64 KiB then cost less than hierarchical (what ran
+    3.4x slower). The fit now prices rab's cross step (4 ranks x 32 KiB on one host's link)
+    at the link's measured cost for those bytes."""
+    for mbps, hop in LAB_2X4:
+        p = _rph_planner(H2X4, mbps, hop)
+        assert p.algorithm("allreduce", 64 << 10) == ALGO_HIER
+        hier = p._hier_time("allreduce", 64 << 10) * 1e-6
+
+        def rab():  # over both rails, as Planner._hier_wins weighs it
+            return p.layout.time("allreduce", "rab", 64 << 10, 2, rate=sum(p.rail_rates))
+        assert rab() > 1.5 * hier
+        # session 27's fit: flat rd's one step between hosts, 4 payloads on the link
+        old, prev = [], 0.0
+        for s, t in zip(hop["sizes"], hop["ns"]):
+            prev = max(prev, (t - hop["small_ns"]) * 1e-9)
+            old.append((4 * s, prev))
+        p.layout.hop = HopCost(old, p.layout.hop.ref)
+        assert rab() < hier  # what ran 3.4x slower
+
+
+def test_one_rank_per_host_prices_as_before():
+    """4 x 1 with the lab's samples: the switch points of main (7cd1213), to the byte."""
+    want = {(227.0, 227.0): {"allreduce": {"rd->rab": 6262, "rab->ring": 671768},
+                             "broadcast": {"tree->chain": 15138},
+                             "allgather": {"rd->ring": 671768},
+                             "reduce_scatter": {"rd->ring": 671768}},
+            (248.0, 60.0): {"allreduce": {"rd->rab": 4976, "rab->ring": 319040},
+                            "broadcast": {"tree->chain": 14064},
+                            "allgather": {"rd->ring": 319040},
+                            "reduce_scatter": {"rd->ring": 319040}}}
+    for mbps, table in want.items():
+        p = _lab_planner(list(mbps), LAB_HOP)
+        assert p.layout.hosts_rd == 0 and p.switch_table() == table
+
+
+def test_every_rank_builds_the_same_model_with_two_ranks_per_host():
+    """2 hosts x 2 ranks (loop rails, shm within a host): the byte cost is measured there too
+    (main skipped it), agreed (int64 MAX): every rank the same samples, fit and switch
+    table, which a planner built from the agreed integers alone reproduces."""
+    res = run_ranks(4, {"NEZHA_PROBE": "auto"}, host_of=[0, 0, 1, 1])
+    for r in res:
+        st = r["probe"]["step"]
+        assert st["measured"], st
+        assert st["hop"]["sizes"] == list(HOP_SIZES) and min(st["hop"]["ns"]) > 0, st
+        assert r["hop"] is not None
+    for key in ("alpha", "shm", "hop", "table"):
+        assert len({json.dumps(r[key]) for r in res}) == 1, [r[key] for r in res]
+    assert len({json.dumps(r["probe"]["step"]) for r in res}) == 1
+    # the fit is a function of the agreed integers and the layout only
+    st, hop = res[0]["probe"]["step"], res[0]["hop"]
+    alpha = float.fromhex(res[0]["alpha"])
+    fit = hop_cost_of([0, 0, 1, 1], alpha, st["hop"]["small_ns"], st["hop"]["sizes"],
+                      st["hop"]["ns"], float.fromhex(hop[-1]) / STEP_EFF)
+    assert [[x.hex(), b.hex()] for x, b in fit.points] == hop[:-1]
+
+
+@pytest.mark.parametrize("hosts,mbps,hop", [(H2X4, *LAB_2X4[0]), (H4X2, *LAB_4X2[0])],
+                         ids=["2x4", "4x2"])
+def test_hier_is_weighed_against_the_rails_the_flat_plan_runs_on(hosts, mbps, hop):
+    """allgather and reduce_scatter of 16 KiB (2 KiB a rank) at 2 x 4 and 4 x 2: flat rd runs
+    on one rail there (below the shared hosts' 64 KiB piece), and is weighed so against hier.
+    Weighed on both rails its cross step looked half its price and rd ran: 330-335 us at
+    2 x 4 against hier's 139-152, 4 x 2 235-264 against 168 (session 28)."""
+    p = _rph_planner(hosts, mbps, hop)
+    for coll in ("allgather", "reduce_scatter"):
+        assert p._rails_used(16 << 10, coll, "rd") == 1
+        assert p.algorithm(coll, 16 << 10) == ALGO_HIER, coll
+        assert p.algorithm(coll, 4 << 10) == ALGO_RD, coll

@@ -24,8 +24,12 @@ docs/results/session24/matrix/summary.md). So every rank, once, in Communicator(
      them (costmodel.HopCost, Planner.set_hop_samples). Isolated calls (each on idle links)
      measured a burst the next call in a loop does not get: 16 KiB 40 us a step against
      300 in the loop (docs/results/session27/bytecost). ~30-70 ms more start-up in the lab
-     (4 x 1, 400 Mbit/s), most of it the 64 KiB calls. With one rank per host only
-     (Planner.hop_applies: at 2 x 4 the fit mispriced flat rab, session27/issue12/ab64).
+     (4 x 1, 400 Mbit/s), most of it the 64 KiB calls. With several ranks on each host
+     rd crosses hosts from one rank per host (rd_hosts.pxi), so a point is one payload on
+     the link; steps where several ranks of a host cross at once (flat rab, the tree) are
+     priced at all of their bytes on the host's link (costmodel.Layout._step). Session 27
+     read the 2 x 4 samples as four payloads a step (flat rd's) and priced those steps 4x
+     too cheap: flat rab at 64-256 KiB, 3.4x slower than hierarchical (issue12/ab64).
 Skipped (the constants stay) with one rank, every rank on one host (no step between
 hosts to measure), NEZHA_PROBE=off, and NEZHA_RAIL_ALPHA=model or a number.
 """
@@ -85,8 +89,7 @@ def measure(comm) -> dict | None:
             comm.allreduce(buf)
             if i >= WARM:
                 times.append(time.perf_counter_ns() - t0)
-        if comm.planner.hop_applies():  # the same on every rank (the agreed layout)
-            hop = [median_ns(_time_whole(comm, size)) for size in HOP_SIZES]
+        hop = [median_ns(_time_whole(comm, size)) for size in HOP_SIZES]
     finally:
         comm.planner.algo, comm._ina = algo, ina
         # the plans cached for these calls were made with rd forced and no INA: a user's
