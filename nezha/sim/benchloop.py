@@ -62,6 +62,18 @@ LAZY_STRIPED_SINCE = "2026-11-27T12:57"
 # (docs/results/session21/sim-replay/sync-cost.txt). The bench's timer includes it, and the
 # links idle meanwhile.
 SYNC_S = 1.57e-3
+# The bench's row is the mean over ranks of each rank's own clock, each from its own
+# barrier exit; the replay starts every rank at once, ends them together, and so predicts
+# the span (last rank's end minus first rank's start). Rank i reads e_i - s_i, so the row
+# is span - lag - end: lag, the ranks' mean start after the first (barrier-exit skew), end,
+# their mean end before the last (4 ranks on 2 cores: they wake and return in turn). One
+# constant for both, fitted (calibrate.rank_skew: least squares in the row's relative error)
+# on the runs of session 26 with every rank's call times, `nezha sim calibrate
+# docs/results/session26/ina-sim/{,first/}compare-*/compare.json.gz`: nezha-rail0 and
+# nezha-ina, 64 KiB - 64 MiB, 330 points: lag 50.8 + end 223.3 = 274.1 µs. Checked on
+# runs it did not see (session 21's nezha-all, docs/results/session28/sim-skew): the same
+# fit on those gives 281, on session 21's one-rail runs 319.
+RANK_SKEW_S = 274e-6
 
 
 def planner_then(pl, doc):
@@ -298,6 +310,13 @@ def slowest(doc, system, nbytes):
             if run.get("system") == system and run.get("collective") == "allreduce"
             for r in (run.get("doc") or {}).get("results") or [] if r["nbytes"] == nbytes]
     return float(np.median(vals)) if vals else float("nan")
+
+
+def row_of_span(span_s, skew_s=None):
+    """The bench's row predicted from a predicted span: every rank's own clock is the span
+    less its lag at the start and its lag at the end; their means are skew_s together
+    (default RANK_SKEW_S). Never below 0."""
+    return max(span_s - (RANK_SKEW_S if skew_s is None else skew_s), 0.0)
 
 
 def span(doc, system, nbytes):
