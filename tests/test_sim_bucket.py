@@ -370,6 +370,45 @@ def test_rank_skew_constant_is_session26s_fit_and_holds_on_session21():
     assert (np.array([p["span_s"] / p["row_s"] - 1 for p in pts]) > 0.10).sum() == 16
 
 
+def test_replay_runs_the_algorithm_the_run_recorded():
+    # the bench records the planner's pick per size (`algorithm`); the lab's one-rail runs
+    # since session 13 ran rd at 64 KiB and rab at 128 KiB where the replay's ring-from-64K
+    # planner ran ring. Flat links, no alpha: rd on 4 ranks sends 2 x 64 KiB a rank, the
+    # ring 2 x 3/4 x 64 KiB, so rd takes 4/3 of the ring's time.
+    fab = F.MultiRail(4, 1, [0.4], 0.0)
+    host_of = fab.place(4)
+    got = {}
+    for entry in ((64 << 10, 0, 2), (64 << 10, 0, 2, "rd"), (64 << 10, 0, 2, None)):
+        bk = B.lab_buckets(fab, [400e6])
+        bk.burst[bk.shaped] = 0.0
+        bk.tokens[:] = 0.0
+        pl = N.make_planner(4, host_of, 1, None, 1, {"ALGO": "ring"})
+        (row,) = BL.replay(pl, fab, host_of, [entry], 0.0, bk, 40e-6, sync_s=0.0)
+        got[entry[3] if len(entry) > 3 else "none"] = row
+    assert got["none"]["plans"] == got[None]["plans"] == ["Plan(ring, [(0, 0, 16384)])"]
+    assert got["rd"]["plans"] == ["Plan(rd, [(0, 0, 16384)])"]
+    assert got["rd"]["predicted_s"] == pytest.approx(4 / 3 * got["none"]["predicted_s"],
+                                                     rel=0.01)
+
+
+def test_session21_one_rail_64k_runs_rd_and_holds():
+    # het-3's one-rail rows at 64 KiB: the replay ran ring (-26.7 / -30.3 % against the
+    # span, -29.8 / -26.4 % against the row with the skew); with the recorded rd it holds
+    from nezha.sim import calibrate as C
+    path = _stored("session21", "sim-replay", "het-3", "compare.json.gz")
+    doc = C._load(path)
+    rates = doc["lab"]["rates_bps"]
+    cal = C.calibrate([path])
+    for system, rail in (("nezha-rail0", 0), ("nezha-rail1", 1)):
+        rep = BL.replays(doc, system, [rail], [C.alpha_of(cal, rates[rail] / 8)])
+        meas = dict(C.measured(path, system))
+        for nb in (64 << 10, 128 << 10):
+            pred = float(np.median([run[nb] for run in rep[True]]))
+            span = BL.span(doc, system, nb)
+            assert abs(pred / span - 1) < 0.10, (system, nb, pred, span)
+            assert abs(BL.row_of_span(pred) / meas[nb] - 1) < 0.10, (system, nb, pred)
+
+
 def test_a_sync_is_charged_to_its_call():
     # executor._feed_model syncs inside the collective: a cold 1 MiB bucket syncs after
     # every call, so each call carries sync_s, and its links idle meanwhile

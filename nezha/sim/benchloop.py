@@ -178,7 +178,9 @@ def feed(pl, plan, nbytes, chan_t, esize=4, lazy=False):
 
 def replay(pl, fab, host_of, schedule, alpha, buckets, gap, budget=None, refill=True,
            failover=False, sync_s=SYNC_S, step=None):
-    """Run schedule [(nbytes, untimed calls, timed calls)] in order; returns rows
+    """Run schedule [(nbytes, untimed calls, timed calls[, algorithm])] in order: an
+    algorithm the run recorded for the size (ring, rd, rab) is the planner's for it
+    (pin_algorithm); returns rows
     {nbytes, predicted_s (the bench's mean), first_s, last_s, calls, plans}.
     budget: the bench's --time-budget; a first probe call slower than it (the slowest
     rank's, with the barrier after it) skips the second (compare._plan_early_stop).
@@ -199,7 +201,9 @@ def replay(pl, fab, host_of, schedule, alpha, buckets, gap, budget=None, refill=
         buckets.idle(gap + extra)  # the barrier after it (and the sync)
         return plan, float(t_rank.mean()) + extra, float(t_rank.max()) + extra
 
-    for k, (nb, untimed, timed) in enumerate(schedule):
+    for k, (nb, untimed, timed, *algo) in enumerate(schedule):
+        if algo:
+            pin_algorithm(pl, algo[0])
         if k and refill:
             buckets.fill()
         plans, times, i = [], [], 0
@@ -224,9 +228,24 @@ def replay(pl, fab, host_of, schedule, alpha, buckets, gap, budget=None, refill=
 
 
 def schedule_of(run_doc, min_size=64 << 10):
-    """[(nbytes, untimed, timed)] of one bench run (its JSON 'doc'), sizes >= min_size."""
-    return [(r["nbytes"], int(r.get("warmup") or 0), int(r["iterations"]))
-            for r in run_doc["results"] if r["nbytes"] >= min_size]
+    """[(nbytes, untimed, timed, algorithm)] of one bench run (its JSON 'doc'), sizes >=
+    min_size; algorithm: what the run's planner picked for the size (the bench's
+    `algorithm`, rank 0's comm.algorithm_for after the size's calls), or None."""
+    return [(r["nbytes"], int(r.get("warmup") or 0), int(r["iterations"]),
+             r.get("algorithm")) for r in run_doc["results"] if r["nbytes"] >= min_size]
+
+
+def pin_algorithm(pl, name):
+    """Make the planner pick the allreduce algorithm the lab's did for a size (ring, rd,
+    rab; anything else, e.g. None from a run that did not record it, leaves the planner as
+    it is: lab_overrides' ring). The replay's planner has no step-latency model of its own
+    (the lab's one-rail runs since session 13 picked rd at 64 KiB and rab at 128 KiB, where
+    the replay ran ring: docs/results/session28/sim-skew)."""
+    if name in ("ring", "rd", "rab") and pl.algo != name:
+        pl.algo = name
+        memo = getattr(pl, "_choice_memo", None)
+        if memo is not None:
+            memo.clear()
 
 
 def replays(doc, system, rails, alpha, min_size=64 << 10, probe=True, refill=True,
