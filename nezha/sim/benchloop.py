@@ -62,6 +62,18 @@ LAZY_STRIPED_SINCE = "2026-11-27T12:57"
 # (docs/results/session21/sim-replay/sync-cost.txt). The bench's timer includes it, and the
 # links idle meanwhile.
 SYNC_S = 1.57e-3
+# The bench's row is the mean over ranks of each rank's own clock, each from its own
+# barrier exit; the replay starts every rank at once, ends them together, and so predicts
+# the span (last rank's end minus first rank's start). Rank i reads e_i - s_i, so the row
+# is span - lag - end: lag, the ranks' mean start after the first (barrier-exit skew), end,
+# their mean end before the last (4 ranks on 2 cores: they wake and return in turn). One
+# constant for both, fitted (calibrate.rank_skew: least squares in the row's relative error)
+# on the runs of session 26 with every rank's call times, `nezha sim calibrate
+# docs/results/session26/ina-sim/{,first/}compare-*/compare.json.gz`: nezha-rail0 and
+# nezha-ina, 64 KiB - 64 MiB, 330 points: lag 50.8 + end 223.3 = 274.1 µs. Checked on
+# runs it did not see (session 21's nezha-all, docs/results/session28/sim-skew): the same
+# fit on those gives 281, on session 21's one-rail runs 319.
+RANK_SKEW_S = 274e-6
 
 
 def planner_then(pl, doc):
@@ -166,7 +178,9 @@ def feed(pl, plan, nbytes, chan_t, esize=4, lazy=False):
 
 def replay(pl, fab, host_of, schedule, alpha, buckets, gap, budget=None, refill=True,
            failover=False, sync_s=SYNC_S, step=None):
-    """Run schedule [(nbytes, untimed calls, timed calls)] in order; returns rows
+    """Run schedule [(nbytes, untimed calls, timed calls[, algorithm])] in order: an
+    algorithm the run recorded for the size (ring, rd, rab) is the planner's for it
+    (pin_algorithm); returns rows
     {nbytes, predicted_s (the bench's mean), first_s, last_s, calls, plans}.
     budget: the bench's --time-budget; a first probe call slower than it (the slowest
     rank's, with the barrier after it) skips the second (compare._plan_early_stop).
@@ -187,7 +201,9 @@ def replay(pl, fab, host_of, schedule, alpha, buckets, gap, budget=None, refill=
         buckets.idle(gap + extra)  # the barrier after it (and the sync)
         return plan, float(t_rank.mean()) + extra, float(t_rank.max()) + extra
 
-    for k, (nb, untimed, timed) in enumerate(schedule):
+    for k, (nb, untimed, timed, *algo) in enumerate(schedule):
+        if algo:
+            pin_algorithm(pl, algo[0])
         if k and refill:
             buckets.fill()
         plans, times, i = [], [], 0
@@ -212,9 +228,24 @@ def replay(pl, fab, host_of, schedule, alpha, buckets, gap, budget=None, refill=
 
 
 def schedule_of(run_doc, min_size=64 << 10):
-    """[(nbytes, untimed, timed)] of one bench run (its JSON 'doc'), sizes >= min_size."""
-    return [(r["nbytes"], int(r.get("warmup") or 0), int(r["iterations"]))
-            for r in run_doc["results"] if r["nbytes"] >= min_size]
+    """[(nbytes, untimed, timed, algorithm)] of one bench run (its JSON 'doc'), sizes >=
+    min_size; algorithm: what the run's planner picked for the size (the bench's
+    `algorithm`, rank 0's comm.algorithm_for after the size's calls), or None."""
+    return [(r["nbytes"], int(r.get("warmup") or 0), int(r["iterations"]),
+             r.get("algorithm")) for r in run_doc["results"] if r["nbytes"] >= min_size]
+
+
+def pin_algorithm(pl, name):
+    """Make the planner pick the allreduce algorithm the lab's did for a size (ring, rd,
+    rab; anything else, e.g. None from a run that did not record it, leaves the planner as
+    it is: lab_overrides' ring). The replay's planner has no step-latency model of its own
+    (the lab's one-rail runs since session 13 picked rd at 64 KiB and rab at 128 KiB, where
+    the replay ran ring: docs/results/session28/sim-skew)."""
+    if name in ("ring", "rd", "rab") and pl.algo != name:
+        pl.algo = name
+        memo = getattr(pl, "_choice_memo", None)
+        if memo is not None:
+            memo.clear()
 
 
 def replays(doc, system, rails, alpha, min_size=64 << 10, probe=True, refill=True,
@@ -298,6 +329,13 @@ def slowest(doc, system, nbytes):
             if run.get("system") == system and run.get("collective") == "allreduce"
             for r in (run.get("doc") or {}).get("results") or [] if r["nbytes"] == nbytes]
     return float(np.median(vals)) if vals else float("nan")
+
+
+def row_of_span(span_s, skew_s=None):
+    """The bench's row predicted from a predicted span: every rank's own clock is the span
+    less its lag at the start and its lag at the end; their means are skew_s together
+    (default RANK_SKEW_S). Never below 0."""
+    return max(span_s - (RANK_SKEW_S if skew_s is None else skew_s), 0.0)
 
 
 def span(doc, system, nbytes):

@@ -6,6 +6,10 @@ takes T(S) = 2(n-1) alpha + 2(n-1)/n S / rate + (n-1)/n S cpu: a least-squares l
 through T(S) above the small-message threshold gives alpha (intercept / 2(n-1)) and
 seconds per byte (slope); the rail's nominal rate (the lab's rates_bps) then leaves the
 CPU cost per byte as the rest of the slope (never below 0).
+
+Runs since session 21 also record every rank's call times (`rank_calls`); rank_skew()
+reads from them how far the bench's row (the mean over ranks of each rank's own clock) is
+below the collective's span (what a simulation that starts every rank at once predicts).
 """
 import gzip
 import json
@@ -94,7 +98,63 @@ def calibrate(paths, coll="allreduce", burst=False):
                          + ", ".join(paths))
     cpu = float(np.median([r["cpu_cost_per_byte"] for r in rails.values()]))
     return {"rails": rails, "cpu_cost_per_byte": cpu, "collective": coll, "files": sources,
-            "burst_aware": bool(burst)}
+            "burst_aware": bool(burst), "rank_skew": rank_skew(sources, coll=coll)}
+
+
+def call_skew(calls):
+    """Per timed call of one result's rank_calls (bench/_common.rank_calls: every rank's
+    call starts and times, µs, on one clock): (row, span, lag, end) in seconds. Rank i's
+    clock reads e_i - s_i (its own barrier exit to its return), so the bench's row, the
+    mean over ranks, is span - lag - end exactly: span = max e - min s, lag = mean of
+    s_i - min s (the barrier-exit skew), end = mean of max e - e_i (bench/rankskew.py)."""
+    s = np.asarray(calls["start_us"], float) * 1e-6   # ranks x calls
+    d = np.asarray(calls["us"], float) * 1e-6
+    e = s + d
+    return (d.mean(axis=0), e.max(axis=0) - s.min(axis=0), (s - s.min(axis=0)).mean(axis=0),
+            (e.max(axis=0) - e).mean(axis=0))
+
+
+def skew_points(paths, systems=None, coll="allreduce", min_size=SMALL):
+    """[{file, system, rep, nbytes, row_s, span_s, lag_s, end_s}]: one point per result
+    with rank_calls (a size of one run; the means over its timed calls) of the compare
+    documents' nezha runs (or `systems`), from min_size up."""
+    out = []
+    for path in paths:
+        doc = _load(path)
+        for run in doc.get("runs") or []:
+            name = run.get("system") or ""
+            if run.get("collective") != coll or not run.get("doc"):
+                continue
+            if systems is not None and name not in systems:
+                continue
+            if systems is None and not name.startswith("nezha"):
+                continue
+            for r in run["doc"].get("results") or []:
+                if r.get("rank_calls") and r["nbytes"] >= min_size:
+                    row, span, lag, end = call_skew(r["rank_calls"])
+                    out.append({"file": path, "system": name, "rep": run.get("rep"),
+                                "nbytes": r["nbytes"], "row_s": float(row.mean()),
+                                "span_s": float(span.mean()), "lag_s": float(lag.mean()),
+                                "end_s": float(end.mean())})
+    return out
+
+
+def rank_skew(paths, systems=None, coll="allreduce", min_size=SMALL):
+    """The ranks' skew as one constant: the K (s) for which span - K best predicts the
+    bench's row in relative error over every point of skew_points (least squares of
+    (span - K) / row - 1: K = sum(skew / row^2) / sum(1 / row^2), skew = lag + end =
+    span - row), split into its lag and end parts the same way; None without rank_calls.
+    Relative error weighs the small sizes, where the skew is 10-20 % of a call; from 2 MiB
+    up it is under 2 %."""
+    pts = skew_points(paths, systems, coll, min_size)
+    if not pts:
+        return None
+    w = np.array([1 / p["row_s"] ** 2 for p in pts])
+    lag = float((w * [p["lag_s"] for p in pts]).sum() / w.sum())
+    end = float((w * [p["end_s"] for p in pts]).sum() / w.sum())
+    return {"skew_s": lag + end, "lag_s": lag, "end_s": end, "points": len(pts),
+            "systems": sorted({p["system"] for p in pts}),
+            "files": sorted({p["file"] for p in pts})}
 
 
 def alpha_of(cal, nominal_Bps):

@@ -199,7 +199,7 @@ def cmd_lab(a):
                    "predicted_us": r.time * 1e6,
                    "error_pct": 100 * (r.time - t) / t, "plan": repr(plan)}
             if rep:
-                _replay_cols(row, doc, system, nb, t, rep)
+                _replay_cols(row, doc, system, nb, t, rep, _skew_s(a))
             rows.append(row)
     rows += _lab_ina(a, doc, cal)
     print(f"# {a.file}: {n} hosts, rails {', '.join(f'{x / 1e6:g} Mbit/s' for x in rates_bps)}; "
@@ -213,7 +213,12 @@ def cmd_lab(a):
                  ("replay_tbf_vs_slowest_pct", "{:+.1f}")]
         if any(np.isfinite(r.get("span_us", np.nan)) for r in rows):
             cols += [("span_us", "{:.1f}"), ("replay_tbf_vs_span_pct", "{:+.1f}")]
+        cols += [("row_us", "{:.1f}"), ("row_pct", "{:+.1f}")]
     table(rows, cols)
+    if a.replay:
+        print(f"# replay_tbf: the span (every rank starts at once); row: replay_tbf less the "
+              f"ranks' skew, {_skew_s(a) * 1e6:.0f} us (--rank-skew-us), against the "
+              f"bench's row")
     write(rows, a)
     return 0
 
@@ -244,14 +249,23 @@ def _lab_ina(a, doc, cal, system="nezha-ina"):
                "error_pct": 100 * (p - t) / t,
                "plan": f"{got['route']} k={got['k']} ({prm.describe()})"}
         if rep:
-            _replay_cols(row, doc, system, nb, t, rep)
+            _replay_cols(row, doc, system, nb, t, rep, _skew_s(a))
         rows.append(row)
     return rows
 
 
-def _replay_cols(row, doc, system, nb, t, rep):
+def _skew_s(a):
+    """The ranks' skew (s) that `nezha sim lab` takes off the predicted span."""
+    from nezha.sim import benchloop as BL
+    us = getattr(a, "rank_skew_us", None)
+    return BL.RANK_SKEW_S if us is None else us * 1e-6
+
+
+def _replay_cols(row, doc, system, nb, t, rep, skew_s):
     """The replay columns of a `nezha sim lab` row: each variant's prediction (the median
-    over the runs, as the bench's row is) against the row, the slowest rank and the span."""
+    over the runs, as the bench's row is) against the row, the slowest rank and the span;
+    row_us: the tbf replay's span less the ranks' skew (benchloop.row_of_span), the
+    prediction of the bench's row."""
     from nezha.sim import benchloop as BL
     # the slowest rank's mean: the model starts every rank at once, so its time is the
     # collective's span; the bench's row averages ranks whose clocks start at their own
@@ -267,6 +281,8 @@ def _replay_cols(row, doc, system, nb, t, rep):
         row[f"{name}_pct"] = 100 * (v - t) / t
         row[f"{name}_vs_slowest_pct"] = 100 * (v - slow) / slow
         row[f"{name}_vs_span_pct"] = 100 * (v - sp) / sp
+    row["row_us"] = BL.row_of_span(row["replay_tbf_us"] * 1e-6, skew_s) * 1e6
+    row["row_pct"] = 100 * (row["row_us"] * 1e-6 - t) / t
 
 
 def cmd_failover(a):
@@ -442,6 +458,13 @@ def cmd_calibrate(a):
     table(rows, [("rail", "{}"), ("alpha_us", "{:.2f}"), ("rate_mbit", "{:.1f}"),
                  ("nominal_mbit", "{:.1f}"), ("cpu_ns_per_byte", "{:.3f}"), ("points", "{}")])
     print(f"# cpu cost per byte (median): {cal['cpu_cost_per_byte'] * 1e9:.3f} ns")
+    sk = cal.get("rank_skew")
+    if sk:
+        print(f"# rank skew (the bench's row = span - skew; benchloop.RANK_SKEW_S): "
+              f"{sk['skew_s'] * 1e6:.1f} us = lag {sk['lag_s'] * 1e6:.1f} + end "
+              f"{sk['end_s'] * 1e6:.1f}, {sk['points']} points of {', '.join(sk['systems'])}")
+    else:
+        print("# rank skew: no run with every rank's call times (rank_calls)")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(cal, f, indent=1)
@@ -508,6 +531,10 @@ def parser():
                     help="replay: what a cost-model sync adds to its call (default: "
                          "benchloop.SYNC_S, measured by bench/sync_cost.py; 0: the model "
                          "before session 21)")
+    lb.add_argument("--rank-skew-us", type=float, default=None,
+                    help="replay: the ranks' mean start lag plus mean end lag taken off the "
+                         "span to predict the bench's row (default: benchloop.RANK_SKEW_S; "
+                         "`nezha sim calibrate` fits it from runs with rank_calls)")
     lb.add_argument("--csv")
     lb.add_argument("--json")
     fo = sub.add_parser("failover", help="a rail cut during an allreduce: the failover's "
