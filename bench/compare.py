@@ -601,6 +601,8 @@ def run_suite(lab, opts, out_dir, command="", log=print):
     log(f"# nezha bench compare: lab {lab.name} ({lab.hosts} hosts x {lab.rails} rails at "
         f"{', '.join(_rate_text(b) for b in lab.spec.rates)}), systems: "
         f"{', '.join(s.name for s in systems)}; collectives: {', '.join(opts.collectives)}")
+    tree = code_tree()
+    log(f"# code: nezha{_tree_text(tree)}")
     with tempfile.TemporaryDirectory(prefix="nezha-compare-") as tmpdir:
         try:
             if mptcp:
@@ -708,6 +710,25 @@ def summarize(doc_runs, systems_meta, nranks):
     return out
 
 
+def code_tree():
+    """Which nezha tree this suite ran: ROOT (this file's, which every worker gets as
+    PYTHONPATH) and its git commit. `python -m nezha` puts the current directory ahead of
+    PYTHONPATH, so `cd /work/B && PYTHONPATH=/work/A python -m nezha bench compare` runs B's
+    tree, not A's (session 27's A B B A compares ran one tree four times); recording the tree
+    makes that visible. shadowed: PYTHONPATH's first entry when it is not ROOT."""
+    def git(*args):
+        try:
+            return subprocess.run(["git", "-C", ROOT, *args], capture_output=True, text=True,
+                                  timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+    first = (os.environ.get("PYTHONPATH") or "").split(os.pathsep)[0]
+    shadowed = (first if first and os.path.realpath(first) != os.path.realpath(ROOT) else None)
+    return {"path": ROOT, "commit": git("rev-parse", "HEAD") or None,
+            "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+            "pythonpath_first": first or None, "shadowed": shadowed}
+
+
 def _nezha_defaults():
     from nezha.config import Config
     cfg = Config.load({})
@@ -776,6 +797,7 @@ def build_document(lab, systems, opts, runs, lat_runs, reps, wall, started, comm
             libs.setdefault(rec["system"], d.get("library"))
     return {
         "suite": "nezha bench compare", "version": __version__, "command": command,
+        "tree": code_tree(),
         "started": started.isoformat(timespec="seconds"), "wall_seconds": wall,
         "repetitions": reps, "repetitions_per_collective": reps_by_coll, "options": dataclasses.asdict(opts), "host": host,
         # the defaults nezha rows ran with where a replay needs them (nezha sim lab)
@@ -863,6 +885,17 @@ def osu_table(doc, coll, name):
     return lines
 
 
+def _tree_text(tree):
+    if not tree:
+        return ""
+    text = (f" from `{tree['path']}` (commit {(tree.get('commit') or '?')[:10]}"
+            f"{', with uncommitted changes' if tree.get('dirty') else ''})")
+    if tree.get("shadowed"):
+        text += (f" — NOT the PYTHONPATH's `{tree['shadowed']}` (python -m puts the current "
+                 f"directory first)")
+    return text
+
+
 def lab_lines(doc):
     """The lab configuration as markdown bullet lines."""
     lab = doc["lab"]
@@ -874,7 +907,8 @@ def lab_lines(doc):
         f"(≥ one GSO packet), tbf latency {lab['latency_ms']:g} ms, unshaped mgmt network for "
         f"bootstrap only: {'yes' if lab['mgmt'] else 'no'}.",
         f"- Machine: `{doc['host']['hostname']}`, {doc['host']['cpus']} CPUs, kernel "
-        f"{doc['host']['kernel']}, Python {doc['host']['python']}; nezha {doc['version']}.",
+        f"{doc['host']['kernel']}, Python {doc['host']['python']}; nezha {doc['version']}"
+        + _tree_text(doc.get("tree")) + ".",
         f"- Physical limit: busbw = sum of the rates of the rails used "
         f"({lim['busbw_all_gbps']:.4f} GB/s on all rails; per rail "
         f"{', '.join(f'{x:.4f}' for x in lim['busbw_per_rail_gbps'])} GB/s); one-way latency floor "

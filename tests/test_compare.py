@@ -58,6 +58,19 @@ def test_placement_flags_wrong_rail_and_mgmt():
     assert small["ok"], small["why"]
 
 
+def test_the_suite_names_the_tree_it_ran(monkeypatch, tmp_path):
+    """`cd B && PYTHONPATH=A python -m nezha bench compare` runs B (python -m puts the current
+    directory first): the document records the tree every worker ran and says so."""
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    tree = compare.code_tree()
+    assert tree["path"] == compare.ROOT and tree["shadowed"] == str(tmp_path)
+    assert "NOT the PYTHONPATH's" in compare._tree_text(tree)
+    monkeypatch.setenv("PYTHONPATH", compare.ROOT + os.pathsep + str(tmp_path))
+    tree = compare.code_tree()
+    assert tree["shadowed"] is None and compare.ROOT in compare._tree_text(tree)
+    assert "NOT" not in compare._tree_text(tree)
+
+
 def test_systems_table_is_complete():
     names = {s.name for s in compare.SYSTEMS}
     for want in ("nezha-rail0", "nezha-rail1", "nezha-all", "gloo-rail0", "gloo-all", "mpi-rail0",

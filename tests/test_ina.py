@@ -303,6 +303,38 @@ def test_faults_never_double_count(service):
     assert got[3]["fault_results_dropped"] > 0
 
 
+@pytest.mark.parametrize("nchunks", [1, 40])
+def test_tail_loss_resent_by_the_probe_not_the_timer(service, nchunks):
+    """A datagram lost among a collective's last ones (nothing sent after it for fast
+    retransmit to notice) is resent by the tail probe after a quiet spell (its floor 0.2 s
+    here), not by the retransmission timer (5 s): exact, one probe at least, no timer
+    resend. With the probe off the timer resends it."""
+    srv = service()
+    # the probe's floor far above a thread's start-up skew (a late rank also sets it off)
+    for probe_ms, rto_ms in ((200.0, 5000.0), (0.0, 300.0)):
+        cs = clients(srv, 2, window=8, chunk_bytes=256, tag=b"p%d" % probe_ms)
+        for c in cs:
+            c.set_rto(rto_ms, 2 * rto_ms, probe_ms=probe_ms)
+        count = nchunks * 64  # float32, 256 B chunks
+        # rank 0 loses the last datagram of its second collective: a single chunk, or the
+        # 40th of 40 (sent after every other, so none after it)
+        cs[0].set_faults(drop_every=nchunks * 2)
+        for i in range(2):
+            bufs = [np.arange(count, dtype=np.float32) % 1000 + 3 * r + i for r in range(2)]
+            want = bufs[0] + bufs[1]
+            on_ranks(2, lambda r: cs[r].allreduce(bufs[r], timeout=20.0))
+            for r in range(2):
+                assert np.array_equal(bufs[r], want), (probe_ms, i, r)
+        st = cs[0].stats()
+        assert st["fault_dropped"] >= 1
+        if probe_ms:
+            assert st["tail_probes"] >= 1 and st["retrans"] == 0, st
+        else:
+            assert st["tail_probes"] == 0 and st["retrans"] >= 1, st
+        for c in cs:
+            c.close()
+
+
 def test_many_checked_collectives_under_faults(service):
     """4000 small collectives back to back, ~2 % of datagrams lost, some duplicated or reordered:
     every one exact (the slot use numbers run on across collectives)."""

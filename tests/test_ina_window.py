@@ -140,7 +140,7 @@ def test_the_client_measures_its_round_trip_and_takes_agreed_windows(service, mo
     [t.join(20) for t in ts]
     try:
         for c in cs:
-            assert c.rtt_s is not None and 0 < c.rtt_s < 0.2  # median of 5 PINGs
+            assert c.rtt_s is not None and 0 < c.rtt_s < 0.2  # the least of 5 PINGs
             assert c.window == 8 and c.nslots == 64  # rate unknown: 64 KiB
         # agreed numbers -> the same window on both ranks
         rtt = max(c.rtt_s for c in cs)
@@ -165,3 +165,28 @@ def test_the_client_measures_its_round_trip_and_takes_agreed_windows(service, mo
         assert c.window_given and c.set_window(12.5e9, 1e-3)[0] == 3 and c.window == 3
     finally:
         c.close()
+
+
+def test_the_round_trip_is_the_least_ping_not_the_median():
+    """Registration's PINGs wait for a CPU while the other ranks start up: the window takes
+    the least (a queue or a late wake-up only adds delay). Session 28's lab runs agreed
+    medians of 57 us to 4 ms from one run to the next (windows 8 to 39; 39 lost 40 % of the
+    rate at 1 % loss)."""
+    class FakeCore:  # the C client's registration, with five given round trips
+        chunk_bytes, nslots, job_timeout, idle = 8192, 256, 0, 0
+
+        def register(self, *a):
+            pass
+
+        def rtt(self, n, each):
+            return [3.9e-3, 4.0e-3, 57e-6, 1.7e-3, 4.2e-3]
+
+    c = InaClient.__new__(InaClient)
+    c._c, c.rtt_s, c.window, c.slots = FakeCore(), None, 0, 0
+    c.host, c.port, c._secret, c.tag, c.rank, c.size, c.timeout, c.chunk_bytes = (
+        "127.0.0.1", 1, b"", b"\0" * 8, 0, 1, 1.0, 0)
+    c._register()
+    assert c.rtt_s == 57e-6
+    # at 400 Mbit/s that is the 64 KiB floor (8 slots), where the median would give 39
+    assert C.default_window(8192, 50e6, c.rtt_s, c.nslots) == 8
+    assert C.default_window(8192, 50e6, 3.9e-3, 256) == 39

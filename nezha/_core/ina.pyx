@@ -44,7 +44,7 @@ cdef extern from "nezha/nezha_ina.h" nogil:
     ctypedef struct ina_cli_stats_t:
         uint64_t tx, rx, retrans, timeouts, stale_results, fault_dropped, fault_duplicated
         uint64_t fault_reordered, fault_results_dropped, collectives, fast_retrans
-        uint64_t result_bytes
+        uint64_t result_bytes, tail_probes
 
     ctypedef struct ina_client_t:
         int fd
@@ -57,6 +57,7 @@ cdef extern from "nezha/nezha_ina.h" nogil:
         uint32_t chunk_bytes
         double srtt_us, rttvar_us
         int64_t min_rto_us, max_rto_us
+        int64_t probe_min_us
         ina_cli_stats_t st
         int64_t done_prefix
         int64_t pong_us, late_ms
@@ -101,7 +102,7 @@ _SRV_FIELDS = ("rx", "tx", "data_added", "dup_pending", "dup_resent", "stale", "
                "jobs_active", "slots_free")
 _CLI_FIELDS = ("tx", "rx", "retrans", "timeouts", "stale_results", "fault_dropped",
                "fault_duplicated", "fault_reordered", "fault_results_dropped", "collectives",
-               "fast_retrans", "result_bytes")
+               "fast_retrans", "result_bytes", "tail_probes")
 
 
 def reduce_support(int dtype, int op):
@@ -418,10 +419,12 @@ cdef class Client:
         self.c.reorder_every = reorder_every
         self.c.drop_result_every = drop_result_every
 
-    def set_rto(self, double min_ms=5.0, double max_ms=200.0):
-        """Bounds of the retransmission timeout (RTT-based in between)."""
+    def set_rto(self, double min_ms=5.0, double max_ms=200.0, double probe_ms=1.0):
+        """Bounds of the retransmission timeout (RTT-based in between), and the floor of the
+        tail probe's timeout (0: no tail probe)."""
         self.c.min_rto_us = <int64_t>(min_ms * 1000)
         self.c.max_rto_us = <int64_t>(max_ms * 1000)
+        self.c.probe_min_us = <int64_t>(probe_ms * 1000)
 
     def stats(self):
         """This rank's counters, plus the smoothed round trip of one chunk."""

@@ -14,7 +14,7 @@ DEFAULT_PORT = 17017
 # Bytes in flight per rank while the rail's rate is unknown (before the first split
 # collective measured it, without a trusted link speed): 8 slots of 8 KiB, 45 of 1432 B.
 DEFAULT_WINDOW_BYTES = 64 << 10
-RTT_PINGS = 5     # PINGs at registration; their median is the client's rtt_s
+RTT_PINGS = 5     # PINGs at registration; the least is the client's rtt_s
 RTT_WAIT_S = 0.2  # for each answer at most
 # The window from rate x round trip (NetReduce's credits): slots enough for WINDOW_MARGIN x
 # (the pipe's bytes / one datagram + 2), the 2 being one datagram's store-and-forward each
@@ -136,9 +136,13 @@ class InaClient:
                          self.slots, self.timeout, self.chunk_bytes)
         self.chunk_bytes = self._c.chunk_bytes
         if self.rtt_s is None:  # once: a re-registration (idle job) keeps rtt and window
-            # a few header-only round trips to the service, their median: the window's RTT
+            # a few header-only round trips to the service, the least: the window's RTT.
+            # Not the median: the ranks register while the others still start up, and on a
+            # busy host most PINGs wait for a CPU (lab, 2 CPUs: medians of 57 us to 4 ms
+            # from one run to the next, windows 8 to 39, and 39 lost 40 % of the rate at
+            # 1 % loss; docs/results/session28/ina-loss). A queue only ever adds delay.
             got = sorted(self._c.rtt(RTT_PINGS, min(RTT_WAIT_S, self.timeout)))
-            self.rtt_s = got[len(got) // 2] if got else None
+            self.rtt_s = got[0] if got else None
         if not self.window:  # until the caller sets it from the rail's rate (set_window)
             self.window = default_window(self.chunk_bytes, nslots=self.nslots)
 
@@ -272,9 +276,11 @@ class InaClient:
         k-th result received."""
         self._c.set_faults(drop_every, dup_every, reorder_every, drop_result_every)
 
-    def set_rto(self, min_ms=5.0, max_ms=200.0):
-        """Bounds of the retransmission timeout."""
-        self._c.set_rto(min_ms, max_ms)
+    def set_rto(self, min_ms=5.0, max_ms=200.0, probe_ms=1.0):
+        """Bounds of the retransmission timeout; the floor of the tail probe's timeout
+        (chunks without result are resent once when no result at all came for
+        max(2 x srtt, probe_ms); 0 turns the probe off)."""
+        self._c.set_rto(min_ms, max_ms, probe_ms)
 
     def stats(self):
         """Counters of this rank: datagrams, retransmissions, stale results, faults injected."""

@@ -92,7 +92,7 @@ class _Heartbeat(threading.Thread):
 class InaOffload:
     """One INA rail of a communicator (the first address of NEZHA_INA_ADDR)."""
 
-    # the window's inputs (_open measures them, finish agrees them): this rank's median
+    # the window's inputs (_open measures them, finish agrees them): this rank's least
     # PING round trip to the service, its link's trusted speed (0: unknown); and the why
     rtt_ns = 0
     nominal_Bps = 0
@@ -288,7 +288,7 @@ class InaOffload:
         rate, src = window_inputs(self.model, nominal_Bps)
         old = c.window
         w, why = c.set_window(rate, rtt_ns * 1e-9)
-        self.window_why = f"{why} ({src}; round trip: the slowest rank's median PING)"
+        self.window_why = f"{why} ({src}; round trip: the slowest rank's least PING)"
         if w != old:
             log.info("PLAN", f"INA rail at {self.address}: window {old} -> {w} slots: "
                      f"{self.window_why}")
