@@ -37,6 +37,9 @@ def worker(args):
                      else 100.0 - args.force_prior for c in range(comm.nchan)]
         m.prior_known = True
         m.version += 1
+    if args.learn_cold:
+        # control: the model learns from each bucket's cold call again (as before session 28)
+        comm.planner.model.skip_cold = False
     if args.prespare:
         # diagnostic: the in-place allreduce's spare (it runs out of place into it, for
         # failover: executor._out_of_place) made and touched now, before the timed calls
@@ -270,6 +273,8 @@ def main():
                    help="diagnostic: idle seconds before every job (the first one too)")
     p.add_argument("--force-prior", type=float, default=0.0,
                    help="control: the first calls' split (the prior) forced to rail0 = PCT %%")
+    p.add_argument("--learn-cold", action="store_true",
+                   help="control: the cost model learns from the first call (skip_cold off)")
     p.add_argument("--prespare", action="store_true",
                    help="diagnostic: every rank makes and touches the in-place spare (the "
                         "failover run's out-of-place target) before the timed calls")
@@ -292,8 +297,9 @@ def main():
         lab.up(replace=True)
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--size", str(args.size),
            "--count", str(args.count)]
-    for flag in ("warmup", "prefault", "netstat", "phases", "cpustat", "prespare"):  # switches
-        cmd += [f"--{flag}"] if getattr(args, flag) else []
+    for flag in ("warmup", "prefault", "netstat", "phases", "cpustat", "prespare",
+                 "learn_cold"):                                         # the ranks' switches
+        cmd += [f"--{flag.replace('_', '-')}"] if getattr(args, flag) else []
     for flag in ("prefault_mb", "ss", "force_prior"):                      # the ranks' numbers
         cmd += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))] if getattr(args, flag) else []
     runs = []
