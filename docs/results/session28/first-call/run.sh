@@ -28,9 +28,16 @@ g3)
   fc $A $TAG-1-main-g3 --reps 3 --gap 3; fc $B $TAG-1-h36-g3 --reps 3 --gap 3
   fc $B $TAG-2-h36-g3 --reps 3 --gap 3; fc $A $TAG-2-main-g3 --reps 3 --gap 3 ;;
 lc)
-  fc $B $TAG-1-h36-g3 --reps 3 --gap 3; fc $B $TAG-1-h36lc-g3 --reps 3 --gap 3 --learn-cold
-  fc $B $TAG-2-h36lc-g3 --reps 3 --gap 3 --learn-cold; fc $B $TAG-2-h36-g3 --reps 3 --gap 3 ;;
+  # (b2 ran these as $TAG-K-h36-g3, the g3 arm's names: see README, "recovered")
+  fc $B l$TAG-1-h36-g3 --reps 3 --gap 3; fc $B l$TAG-1-h36lc-g3 --reps 3 --gap 3 --learn-cold
+  fc $B l$TAG-2-h36lc-g3 --reps 3 --gap 3 --learn-cold; fc $B l$TAG-2-h36-g3 --reps 3 --gap 3 ;;
+hp)
+  fc $B $TAG-1-H-g3 --reps 3 --gap 3; fc $B $TAG-1-K-g3 --reps 3 --gap 3 -x H36_SPARE_HUGE=0
+  fc $B $TAG-2-K-g3 --reps 3 --gap 3 -x H36_SPARE_HUGE=0; fc $B $TAG-2-H-g3 --reps 3 --gap 3 ;;
 g0)
   fc $A $TAG-1-main-g0 --reps 2; fc $B $TAG-1-h36-g0 --reps 2
   fc $B $TAG-2-h36-g0 --reps 2; fc $A $TAG-2-main-g0 --reps 2 ;;
 esac
+# hp (an experiment, with a temporary H36_SPARE_HUGE read in communicator.py, not committed):
+# B with the init spare on 2 MiB pages (H) against 4 KiB pages (K), A B B A, --reps 3, g3:
+#   flock -x /tmp/nezha-quiet.lock bash run.sh h1 hp

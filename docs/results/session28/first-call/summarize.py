@@ -24,13 +24,14 @@ for path in sys.argv[1:]:
         groups[cond].append(dict(file=os.path.basename(path), rep=run["rep"],
                                  ratio=run["ratio"], opt=run["opt_ms"], ms=ms, share=share,
                                  probe=run["probe"], thp=cpu.get("thp_fault_alloc"),
+                                 init=run["init_ms"],
                                  minflt=cpu.get("minflt")))
 ref_jobs = [j for c, js in groups.items() if c.startswith("h36-g0") for j in js]
 ref = med(x for j in ref_jobs for x in j["ms"][20:40]) if ref_jobs else None
 print(f"REF (median of calls 20-39 over h36-g0 jobs) = {ref and round(ref, 1)} ms")
 print(f"{'cond':<12}{'jobs':>5}{'1st/opt':>9}{'>1.05':>6}{'1st/REF':>8}{'call1':>7}"
       f"{'call2':>7}{'call3':>7}{'call4':>7}{'call5':>7}{'20-39':>7}  rail0 % at call 1 / 2 / 5 / 40"
-      f"  [call 40 min-max]  call-1 THP, minflt")
+      f"  [call 40 min-max]  call-1 THP, minflt  init ms")
 for cond, js in sorted(groups.items()):
     c = lambda i: med(j["ms"][i] for j in js)  # noqa: E731
     sh = lambda i: med(j["share"][i] for j in js)  # noqa: E731
@@ -42,7 +43,8 @@ for cond, js in sorted(groups.items()):
           f"{c(4):>7.1f}{med(x for j in js for x in j['ms'][20:40]):>7.1f}  "
           f"{sh(0):.2f} / {sh(1):.2f} / {sh(4):.2f} / {sh(39):.2f}"
           f"  [{min(j['share'][39] for j in js):.2f}-{max(j['share'][39] for j in js):.2f}]"
-          f"  {med(thp) if thp else '-'}, {med(mf) if mf else '-'}")
+          f"  {med(thp) if thp else '-'}, {med(mf) if mf else '-'}"
+          f"  {med(j['init'] for j in js):.0f}")
 if "--jobs" in sys.argv:
     for cond, js in sorted(groups.items()):
         for j in js:
