@@ -753,7 +753,9 @@ def _nezha_defaults():
             # a second rail's slice priced in measured steps (session 26)
             "PIECE_BY_STEP": getattr(Planner, "piece_by_step", False),
             # a split moves by the modelled time it saves, not 1 % of the payload (session 27)
-            "HYST_BY_TIME": getattr(CostModel(1, ["rail0"]), "hyst_by_time", False)}
+            "HYST_BY_TIME": getattr(CostModel(1, ["rail0"]), "hyst_by_time", False),
+            # a bucket's cold call not learned from where the prior is measured (session 28)
+            "SKIP_COLD": getattr(CostModel(1, ["rail0"]), "skip_cold", False)}
 
 
 def build_document(lab, systems, opts, runs, lat_runs, reps, wall, started, command, mptcp_info,

@@ -29,6 +29,22 @@ def worker(args):
     comm = nezha.Communicator()
     init_ms = (time.perf_counter() - t0) * 1e3
     a = np.ones(args.size // 4, np.float32)
+    if args.force_prior:
+        # control: the cold bucket's split forced to rail0 = this % (the probe's rates, if
+        # any, replaced as the prior; measurements still replace it from the first sync)
+        m = comm.planner.model
+        m.nominal = [args.force_prior if comm._mesh.chan_name(c).split("#")[0] == "rail0"
+                     else 100.0 - args.force_prior for c in range(comm.nchan)]
+        m.prior_known = True
+        m.version += 1
+    if args.learn_cold:
+        # control: the model learns from each bucket's cold call again (as before session 28)
+        comm.planner.model.skip_cold = False
+    if args.prespare:
+        # diagnostic: the in-place allreduce's spare (it runs out of place into it, for
+        # failover: executor._out_of_place) made and touched now, before the timed calls
+        sp = comm._spare("snap", a.nbytes)
+        sp[::4096] = 1
     if args.warmup:
         # diagnostic: one allreduce of the same size on another buffer, split evenly, that
         # the cost model never sees (key None: not recorded), so the timed first collective
@@ -255,6 +271,13 @@ def main():
                         "every job (each job starts as if in a fresh namespace)")
     p.add_argument("--gap", type=float, default=0.0,
                    help="diagnostic: idle seconds before every job (the first one too)")
+    p.add_argument("--force-prior", type=float, default=0.0,
+                   help="control: the first calls' split (the prior) forced to rail0 = PCT %%")
+    p.add_argument("--learn-cold", action="store_true",
+                   help="control: the cost model learns from the first call (skip_cold off)")
+    p.add_argument("--prespare", action="store_true",
+                   help="diagnostic: every rank makes and touches the in-place spare (the "
+                        "failover run's out-of-place target) before the timed calls")
     p.add_argument("--prefault-mb", type=int, default=0,
                    help="diagnostic: every rank touches and frees this many MiB right before "
                         "the timed calls")
@@ -274,9 +297,10 @@ def main():
         lab.up(replace=True)
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--size", str(args.size),
            "--count", str(args.count)]
-    for flag in ("warmup", "prefault", "netstat", "phases", "cpustat"):   # the ranks' switches
-        cmd += [f"--{flag}"] if getattr(args, flag) else []
-    for flag in ("prefault_mb", "ss"):                                     # the ranks' numbers
+    for flag in ("warmup", "prefault", "netstat", "phases", "cpustat", "prespare",
+                 "learn_cold"):                                         # the ranks' switches
+        cmd += [f"--{flag.replace('_', '-')}"] if getattr(args, flag) else []
+    for flag in ("prefault_mb", "ss", "force_prior"):                      # the ranks' numbers
         cmd += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))] if getattr(args, flag) else []
     runs = []
     try:

@@ -71,12 +71,14 @@ def _from_dlpack(obj, name):
 HUGE = 2 << 20  # a transparent huge page (x86-64; arm64 with 4 KiB base pages)
 
 
-def zeroed(nbytes):
+def zeroed(nbytes, huge=True):
     """A zero-filled uint8 buffer of nbytes. From HUGE up its own private mapping,
     HUGE-aligned and advised MADV_HUGEPAGE (THP's `madvise` mode): its first touch, often
     inside a run, takes a fault per 2 MiB, not per 4 KiB. numpy advises only from 4 MiB,
     and its unaligned ends still fault 4 KiB at a time (16 MiB: 7 of 8 huge). The kernel
-    gives the pages zeroed: no memset. Unmapped when the array is dropped."""
+    gives the pages zeroed: no memset. Unmapped when the array is dropped. huge=False:
+    advised MADV_NOHUGEPAGE instead, for a buffer touched at start, outside any run (a
+    VM's 2 MiB pages can cost 10x as much to fault after idle: session 26)."""
     if nbytes < HUGE or not hasattr(mmap, "MADV_HUGEPAGE"):
         return np.zeros(nbytes, np.uint8)
     size = -(-nbytes // HUGE) * HUGE   # whole huge pages (the last one is faulted whole)
@@ -84,7 +86,7 @@ def zeroed(nbytes):
     whole = np.frombuffer(m, np.uint8)   # holds m: unmapped with the last view
     off = -whole.ctypes.data % HUGE
     try:
-        m.madvise(mmap.MADV_HUGEPAGE, off, size)
+        m.madvise(mmap.MADV_HUGEPAGE if huge else mmap.MADV_NOHUGEPAGE, off, size)
     except OSError:
         pass  # no THP in this kernel: 4 KiB pages, zero all the same
     return whole[off:off + nbytes]
@@ -96,7 +98,7 @@ class Spares:
     get(name, nbytes): the one buffer of that name, shared by every call that names it
       (reduce's sink, broadcast's zeros, the failover snapshot taken at run start). Made
       zero-filled, reused (no page faults), it only grows: cached schedules point into it
-      and plan cache keys hold its address.
+      and plan cache keys hold its address. huge=False: on 4 KiB pages (zeroed).
     lend(name, nbytes) / give_back(name, buf): a buffer of that name for one holder alone
       until it gives it back (the failover snapshots taken when calls are posted, several
       queued at once), the smallest free one that fits, else a new one while all lent
@@ -110,10 +112,10 @@ class Spares:
         self._lent = 0        # bytes of every lendable buffer, free or lent
         self._lock = threading.Lock()
 
-    def get(self, name, nbytes):
+    def get(self, name, nbytes, huge=True):
         buf = self._named.get(name)
         if buf is None or buf.nbytes < nbytes:
-            buf = self._named[name] = zeroed(max(nbytes, 4096))
+            buf = self._named[name] = zeroed(max(nbytes, 4096), huge)
         return buf[:nbytes]
 
     def lend(self, name, nbytes):

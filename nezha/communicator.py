@@ -175,6 +175,16 @@ class Communicator(Executor, Diagnose):
         self._p2p_in = collections.Counter()
         self._cache = {}  # (call, buffers, model version) -> (schedule, plan)
         self._spares = Spares(PRESNAP_POOL_BYTES)  # the library's own buffers (_spare)
+        if self._failover and cfg["SPARE_BYTES"] not in (0, math.inf):
+            # the out-of-place run's target (executor._out_of_place), touched now: made in
+            # the first collective, its page faults were in the run. After 3 s idle on this
+            # VM (idle memory goes back to the host: 2 MiB pages then fault at 10x the
+            # cost) they made the first 16 MiB allreduce on 400 + 100 Mbit/s 7 % slower
+            # than the optimum; touched here 0-0.3 %. On 4 KiB pages: touched here, outside
+            # any run, those cost less after idle (Communicator() 459 ms against 507 on 2
+            # MiB pages, median of 6 jobs each) and the runs into it no more
+            # (docs/results/session28/first-call)
+            self._spares.get("snap", int(cfg["SPARE_BYTES"]), huge=False)[::4096] = 0
         self._writing = {}     # posted, unfinished requests -> spans they may write (failover)
         # failover snapshots of posted calls' in-place inputs: taken when posted, at the
         # run; and in-place runs done out of place instead (stats()["snapshots"])

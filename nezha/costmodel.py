@@ -92,13 +92,33 @@ class CostModel:
         # replaying runs made before (session 21)
         self.hyst_by_time = True  # _worth_moving by modelled time; off: the sim replaying
         # runs made before (session 27), which moved by HYSTERESIS of the payload
+        # the prior is a measurement (agreed nominal speeds, or the start-up probe's rates:
+        # topo/rateprobe.py sets it), not the equal split of rails of unknown speed
+        self.prior_known = nominal is not None
+        self.skip_cold = True  # record() drops a bucket's cold call (see there); off: the
+        # sim replaying runs made before (session 28), which learned from it
+        self._seen = set()     # bucket keys record() has been given once
 
     # ---- local recording (not used for planning until synced) ------------------------
 
     def record(self, key, chan_bytes, chan_ns):
-        """Add one finished collective's per-channel (bytes, ns) of this rank."""
+        """Add one finished collective's per-channel (bytes, ns) of this rank.
+
+        A bucket's first collective of the job (its cold call) is not learned from when the
+        prior is a measurement: it pays first touches the others do not (its spare's pages;
+        on a VM that has handed idle memory back to its host, 10x the usual cost: session
+        26), which lands on the channels unevenly. On 400 + 100 Mbit/s after 3 s idle it made
+        the 400 look 8 % slow: the first sync split 78.7 % where the optimum is 80 %, and
+        calls 2-5 ran 3-7 % slow (session 27). The second call is learned from instead, still
+        on the prior's split. With an equal prior of unknown speeds the cold call is learned
+        from: a skewed rate is far better than an even split of unequal rails. Every rank
+        records the same collectives, so every rank drops the same one."""
         if sum(1 for b in chan_bytes if b) < 1:
             return
+        if self.skip_cold and key not in self._seen:
+            self._seen.add(key)
+            if self.prior_known or all(r is not None for r in self.rho):
+                return
         acc = self.pending.setdefault(key, [[0.0] * self.nchan, [0.0] * self.nchan, 0])
         for c in range(self.nchan):
             if chan_bytes[c]:

@@ -82,7 +82,8 @@ def planner_then(pl, doc):
     shaped rail's burst drew 256-512 KiB onto it); CostModel._capped bounds them by the
     prior since. Runs that do not record SYNC_BYTES_MAX synced every SYNC_BYTES, steady or
     not. Runs that do not record PIECE_BY_TIME / PROBE_LINK_RATES ran before session 25,
-    PIECE_BY_STEP before session 26, HYST_BY_TIME before session 27."""
+    PIECE_BY_STEP before session 26, HYST_BY_TIME before session 27, SKIP_COLD before
+    session 28."""
     defaults = doc.get("nezha_defaults") or {}
     cpus = (doc.get("host") or {}).get("cpus")
     if cpus and getattr(pl, "hosts", None):
@@ -95,6 +96,9 @@ def planner_then(pl, doc):
     # recorded since session 27: a split moves by the modelled time it saves
     # (CostModel._worth_moving); before, by 1 % of the payload
     pl.model.hyst_by_time = bool(defaults.get("HYST_BY_TIME"))
+    # recorded since session 28: a bucket's cold call is not learned from where the prior
+    # is measured (CostModel.record); before, it was
+    pl.model.skip_cold = bool(defaults.get("SKIP_COLD"))
     # recorded since session 25: a slow rail's piece judged by time, the probe's rates as
     # the links' with a measured step (Planner.piece_by_time, probe_link_rates)
     pl.piece_by_time = bool(defaults.get("PIECE_BY_TIME"))

@@ -161,6 +161,7 @@ def probe(comm, nbytes: int) -> dict | None:
         return None
     mbps = snap_equal(mbps)
     comm.planner.model.nominal = list(mbps)
+    comm.planner.model.prior_known = True   # its cold calls are no longer the best it has
     comm.planner.model.version += 1
     # the algorithm choice's link speeds too (agreed: the same on every rank)
     k = comm.planner.nconns

@@ -2,6 +2,7 @@
 of an in-place input is taken (executor._presnap), and that finished requests leave nothing
 behind. Prints RESULT {json}: the checks that failed (empty when all held) and counters."""
 import gc
+import os
 import sys
 import time
 import weakref
@@ -129,6 +130,43 @@ def forgotten(comm, bad):
         bad.append(f"forgotten: {comm._spares.lent_bytes()} bytes lent")
 
 
+def _resident(buf):
+    """Pages of buf (page-aligned) the kernel holds in memory (mincore), and its pages."""
+    import ctypes
+    import mmap
+    libc = ctypes.CDLL(None, use_errno=True)
+    pages = -(-buf.nbytes // mmap.PAGESIZE)
+    vec = (ctypes.c_ubyte * pages)()
+    if libc.mincore(ctypes.c_void_p(buf.ctypes.data), ctypes.c_size_t(buf.nbytes), vec):
+        raise OSError(ctypes.get_errno(), "mincore")
+    return sum(v & 1 for v in vec), pages
+
+
+def spare(comm, bad):
+    """NEZHA_SPARE_BYTES: the out-of-place run's target made and touched in Communicator();
+    an in-place allreduce of that size runs into it (no new buffer) and is exact."""
+    want = int(os.environ["NEZHA_SPARE_BYTES"])
+    snap = comm._spares._named.get("snap")
+    if not want:
+        if snap is not None:
+            bad.append(f"spare: a spare of {snap.nbytes} B with NEZHA_SPARE_BYTES=0")
+        return
+    if snap is None or snap.nbytes != want:
+        bad.append(f"spare: {None if snap is None else snap.nbytes} B made, {want} wanted")
+        return
+    res, pages = _resident(snap)
+    if res != pages:
+        bad.append(f"spare: {res} of {pages} pages resident after Communicator()")
+    n = want // 8
+    x = (np.arange(n, dtype=np.int64) % 1009) * (comm.rank + 1)
+    comm.allreduce(x)
+    exp = (np.arange(n, dtype=np.int64) % 1009) * sum(r + 1 for r in range(comm.size))
+    if not np.array_equal(x, exp):
+        bad.append("spare: wrong sum")
+    if comm._spares._named.get("snap") is not snap or _snaps(comm)[2] != 1:
+        bad.append(f"spare: the allreduce did not run into it ({_snaps(comm)})")
+
+
 def main(scenario):
     comm = nezha.Communicator()
     bad = []
@@ -137,7 +175,7 @@ def main(scenario):
             bad.append("failover is off")
         else:
             {"posted": posted, "clash": clash, "blocking": blocking,
-             "forgotten": forgotten}[scenario](comm, bad)
+             "forgotten": forgotten, "spare": spare}[scenario](comm, bad)
         report(dict(bad=bad, snaps=list(_snaps(comm)) if "snapshots" in comm.stats() else None))
     finally:
         comm.close()

@@ -13,8 +13,14 @@ record, apply = m.record, m.apply
 splits = []
 
 
+fed = [0, 0]   # records given, records learned from (the cold call dropped or not)
+
+
 def skewed_record(key, chan_bytes, chan_ns):
+    before = m.pending_count
     record(key, chan_bytes, [t * (1 + c.rank) if i == 1 else t for i, t in enumerate(chan_ns)])
+    fed[0] += 1
+    fed[1] += m.pending_count > before
 
 
 def logged_apply(keys, summed, nranks):
@@ -32,5 +38,6 @@ for i in range(24):
     x = parts[c.rank].copy()
     c.allreduce(x)
     bad += int(not np.array_equal(x, np.sum(parts, axis=0, dtype=np.int32)))
-report({"bad": bad, "splits": splits, "syncs": m.syncs})
+report({"bad": bad, "splits": splits, "syncs": m.syncs, "records": fed[0], "learned": fed[1],
+        "probed": c.stats()["probe"]["probed"]})
 c.close()
