@@ -3,15 +3,15 @@
 
 Builds its own lab (`Lab(hosts=H, rails=R, rate=..., ranks_per_host=L)`, a unique name, always
 removed, also on errors, Ctrl-C and SIGTERM), then runs bench/osu_allreduce.py (float32 sum, the
-given sizes only; --collective allgather or reduce_scatter: bench/osu_allgather.py or
-osu_reduce_scatter.py, with OSU's sizes: per rank, whole send buffer) once per system and
+given sizes only; --collective allgather, reduce_scatter or broadcast: bench/osu_allgather.py,
+osu_reduce_scatter.py or osu_bcast.py, with OSU's sizes: per rank, whole send buffer, the buffer) once per system and
 repetition, H x L ranks, systems interleaved and rotated by one each repetition. The rail byte counters are read around every run and must show the
 system's bytes on the rails it claims and at least half the inter-host lower bound there (so no
 system can bypass the shaped rails over mgmt or shared memory between lab hosts).
 
     python bench/ranks_per_host.py [--hosts 2] [--ranks-per-host 4] [--rails 2] [--rate 400mbit]
         [--sizes 4,1K,64K,1M,16M | -m MIN:MAX] [--reps 2] [--time-budget 0.3] [--systems a,b]
-        [--collective allreduce|allgather|reduce_scatter] [--in-place] [--validate] [--quick]
+        [--collective allreduce|allgather|reduce_scatter|broadcast] [--in-place] [--validate] [--quick]
         [--out FILE.md] [--json FILE.json]
     python bench/ranks_per_host.py --worker --sizes 4,1024 [--check-locality] SCRIPT ARGS...
                                                                    (one rank; internal)
@@ -115,6 +115,8 @@ def floor_us(size, hosts, rates, collective="allreduce", ranks_per_host=1):
     if hosts < 2:
         return None
     total = size * hosts * ranks_per_host if collective == "allgather" else size
+    if collective == "broadcast":   # every host but the root's receives S once
+        return size / sum(goodput_bytes(r) for r in rates) * 1e6
     per_host = (2 if collective == "allreduce" else 1) * (hosts - 1) / hosts * total
     return per_host / sum(goodput_bytes(r) for r in rates) * 1e6
 
@@ -168,7 +170,7 @@ class Options:
     max_other_share: float = 0.02
     max_mgmt_share: float = 0.05       # mgmt may carry at most max(4 MiB, this x rail bytes)
     quick: bool = False
-    collective: str = "allreduce"      # or allgather, reduce_scatter (bench/osu_<it>.py)
+    collective: str = "allreduce"      # or allgather, reduce_scatter, broadcast (compare.OSU_SCRIPTS)
 
 
 def select(names=None):
@@ -335,7 +337,8 @@ def build_document(lab, systems, opts, runs, reps, wall, started, command, inter
                                          lab.ranks_per_host) for size in opts.sizes},
         "floor_how": ("2(H-1)/H x S" if opts.collective == "allreduce" else
                       "(H-1)/H x T (T: the gathered result)" if opts.collective == "allgather" else
-                      "(H-1)/H x S")
+                      "S (every host but the root's receives it)" if opts.collective == "broadcast"
+                      else "(H-1)/H x S")
                      + " / (sum of one host's rail goodputs), goodput = rate x 8948/9014 "
                      "(TCP payload per MTU-9000 frame) in bytes/s",
         "reference": REFERENCE, "systems": meta, "summary": summary,
@@ -508,7 +511,7 @@ def _parser():
                    help="seconds per size and run, caps OSU iterations (default 0.3; --quick 0.05)")
     p.add_argument("--systems", default="", help="comma list (default all): " + ",".join(s.name for s in SYSTEMS))
     p.add_argument("--collective", default="allreduce",
-                   choices=("allreduce", "allgather", "reduce_scatter"),
+                   choices=("allreduce", "allgather", "reduce_scatter", "broadcast"),
                    help="what to measure (default allreduce)")
     p.add_argument("-l", "--in-place", action="store_true", help="in-place allreduce (OSU -l)")
     p.add_argument("--validate", action="store_true", help="also check every size's result (OSU -c)")

@@ -142,6 +142,9 @@ def test_ranks_per_host_sizes_and_inter_host_floor():
         4 * (1 << 20) / (2 * goodput) * 1e6)
     assert rph.floor_us(1 << 20, 3, [400e6], "reduce_scatter", 2) == pytest.approx(
         2 / 3 * (1 << 20) / goodput * 1e6)
+    # broadcast: every host but the root's receives the whole buffer once
+    assert rph.floor_us(1 << 20, 2, [400e6, 100e6], "broadcast", 4) == pytest.approx(
+        (1 << 20) / (goodput * 1.25) * 1e6)
     assert rph.main(["--collective", "allgather", "-l"]) == 2   # in place: allreduce only
 
 def test_lab_driver_arguments_make_the_lab():
