@@ -46,7 +46,15 @@ from nezha.topo import rateprobe
 WARM = 3     # untimed calls first: the first ones pay for cold caches and sleeping threads
 CALLS = 16   # timed calls; the median of them
 SEQ = rateprobe.SEQ_BASE + 0x100  # request numbers, apart from the rate probe's
-HOP_WARM = 1  # untimed calls of each size first
+HOP_WARM = 1  # untimed calls of each size first, at least HOP_WARM_BYTES of them
+# A stream of calls long enough to drain a shaper's burst before the timed ones: 1 + 9 rd
+# allreduces of 4 KiB put 80 KB on a link, inside the lab's 88 KB tbf bucket, and read 52 us
+# where a stream of them runs 90-107 (session 28, docs/results/session28/band-400-100): the
+# model then kept rd at 4 KiB on 400 + 100, 0.92 of Open MPI, where rab ran 84-87 us
+# Drained back to back (no gap) they read 168-198 us (session 28, B1-B2) and priced rd 2 KiB
+# above rab: a barrier after each call (outside the timer), as the bench's OSU loop and an
+# application's work between collectives leave, lets the shaper refill what it does there.
+HOP_WARM_BYTES = 128 << 10
 HOP_CALLS = 9  # timed calls of each of HOP_SIZES; the median of them
 
 
@@ -115,14 +123,17 @@ def measure(comm) -> dict | None:
 
 def _time_whole(comm, size: int) -> list[int]:
     """ns of HOP_CALLS rd allreduces of size bytes (whole, on one rail: NEZHA_ALGO=rd is in
-    force), back to back after HOP_WARM untimed ones."""
+    force), each followed by a barrier (untimed), after HOP_WARM (HOP_WARM_BYTES) untimed ones."""
     buf = np.zeros(size // 4, np.int32)
     times = []
-    for i in range(HOP_WARM + HOP_CALLS):
+    warm = max(HOP_WARM, -(-HOP_WARM_BYTES // max(size, 1)))
+    for i in range(warm + HOP_CALLS):
         t0 = time.perf_counter_ns()
         comm.allreduce(buf)
-        if i >= HOP_WARM:
-            times.append(time.perf_counter_ns() - t0)
+        t1 = time.perf_counter_ns()
+        comm.barrier()
+        if i >= warm:
+            times.append(t1 - t0)
     return times
 
 
