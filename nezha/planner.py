@@ -26,6 +26,7 @@ ALGO_NAMES = {0: "direct", ALGO_RING: "ring", ALGO_RD: "rd", ALGO_CHAIN: "chain"
               ALGO_TREE: "tree", ALGO_DIRECT: "direct", ALGO_HIER: "hier", ALGO_RAB: "rab",
               ALGO_INA: "ina", ALGO_HOST: "host"}
 LAZY_MAX_BYTES = 256 << 10  # failover.LAZY_MAX_BYTES: larger collectives vote
+VOTE_CAL_FRAMES = 12  # STATUS frames of a vote where VOTE_COST was measured (4 x 1: 4 x 3)
 ROUND = 256  # shares are whole multiples of this many elements (when large enough)
 MAX_PIECES = 64  # slices of one collective (the vote carries one bit per slice)
 # the collectives whose rails the model picks with a slice's cost (Planner.piece_model);
@@ -458,8 +459,7 @@ class Planner:
         per_rank = nbytes // n if coll in ("allgather", "reduce_scatter") and n else nbytes
         # rails by the whole payload (all blocks: Planner.split's pieces), laziness by the
         # input a rank keeps (its own block)
-        vote = (VOTE_COST * self.layout.time("allreduce", "rd", 8, 1, rate=rates[0])
-                if self.failover else 0.0)
+        vote = self._vote_time()
         for name in self.FLAT[coll]:
             if name == "rd" and coll != "allreduce" and (n < 2 or n & (n - 1)):
                 continue  # recursive doubling/halving of blocks: a power of two of ranks only
@@ -544,9 +544,34 @@ class Planner:
                             if self.hier_ok else "") + ")")
         return algo
 
-    def _hier_time(self, coll, nbytes):
+    def _vote_time(self):
+        """Seconds of a closing vote (with failover; 0 without), as flat_times prices it."""
+        if not self.failover:
+            return 0.0
+        rate = max(self.rail_rates) if self.rail_rates else None
+        # an all-to-all of STATUS frames, P (P - 1) in all: VOTE_COST was set at 4 x 1
+        # (VOTE_CAL_FRAMES); at 2 x 4 (8 ranks, 56 frames, 2 CPUs) the closing vote of a
+        # hier broadcast cost ~1000 us (NEZHA_FAILOVER=0: hier 16 KiB 171 us, with it 1183)
+        # where the unscaled price said ~205 (docs/results/session28/bcast-hier)
+        scale = max(1.0, self.ranks * (self.ranks - 1) / VOTE_CAL_FRAMES)
+        return VOTE_COST * scale * self.layout.time("allreduce", "rd", 8, 1, rate=rate)
+
+    def _hier_seconds(self, coll, nbytes):
+        """Modelled seconds of a hierarchical run, with its closing vote where it is not
+        lazy (failover.lazy_ok): a hierarchical broadcast always votes (only the tree has a
+        retarget), the others above LAZY_MAX_BYTES per rank, as flat_times prices them.
+        Unpriced, the vote let hier win broadcasts of 8-64 KiB at 2 x 4 that ran ~1.15 ms
+        against the lazy tree's 60-600 us (docs/results/session28/bcast-hier)."""
         rails = len(self.rail_rates)
-        return self.layout.time(coll, "hier", nbytes, rails, rate=sum(self.rail_rates)) * 1e6
+        t = self.layout.time(coll, "hier", nbytes, rails, rate=sum(self.rail_rates))
+        per_rank = (nbytes // self.ranks if coll in ("allgather", "reduce_scatter")
+                    and self.ranks else nbytes)
+        if coll == "broadcast" or per_rank > LAZY_MAX_BYTES:
+            t += self._vote_time()
+        return t
+
+    def _hier_time(self, coll, nbytes):
+        return self._hier_seconds(coll, nbytes) * 1e6
 
     def _hier_wins(self, coll, flat, nbytes, root):
         """The cost model's verdict (costmodel.Layout.time), memoized. Its inputs never
@@ -555,8 +580,7 @@ class Planner:
         key = (coll, flat, nbytes, root)
         win = self._hier_memo.get(key)
         if win is None:
-            rails = len(self.rail_rates)
-            t_hier = self.layout.time(coll, "hier", nbytes, rails, rate=sum(self.rail_rates))
+            t_hier = self._hier_seconds(coll, nbytes)
             name = ALGO_NAMES[flat]
             whole = name == "tree" or (name == "rd" and coll == "allreduce")
             # the rails the flat plan runs on (Planner.split's, as flat_times prices it): with
@@ -565,6 +589,9 @@ class Planner:
             k = 1 if whole else self._rails_used(nbytes, coll, name)
             t_flat = self.layout.time(coll, name, nbytes, k, root,
                                       rate=sum(sorted(self.rail_rates, reverse=True)[:k]))
+            if name == "chain" or (not whole and (nbytes // self.ranks if coll in (
+                    "allgather", "reduce_scatter") and self.ranks else nbytes) > LAZY_MAX_BYTES):
+                t_flat += self._vote_time()  # not lazy either: both sides vote (flat_times)
             # small payloads stay on their latency path unless hier wins clearly; not where
             # rd's price is the start-up measure of rd itself (allreduce, a size within the
             # measured ones): at 4 x 2 that margin kept 16 KiB on rd, 513-558 us against

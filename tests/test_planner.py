@@ -905,3 +905,35 @@ def test_a_cold_call_is_learned_from_when_the_prior_is_equal():
     syncs = m.syncs
     m.record(other, [32 << 20, 32 << 20], [1, 10**9])
     assert not m.pending and not m.sync_due() and m.syncs == syncs
+
+
+@pytest.mark.parametrize("hosts,per_host", [(2, 4), (4, 2), (2, 2), (2, 3)])
+def test_hier_broadcast_priced_with_its_vote(hosts, per_host):
+    """A hierarchical broadcast is never lazy (only the tree has a retarget,
+    failover.lazy_ok): with failover it ends with a vote, which the model prices as the
+    chain's (flat_times). Unpriced, the INFO log showed hier 16 KiB at 2 x 4 as 255 us when it
+    ran ~1.15 ms (NEZHA_FAILOVER=0: 171 us; docs/results/session28/bcast-hier). Allreduce's
+    hier stays lazy up to LAZY_MAX_BYTES: no vote added there. The pick follows the prices:
+    hier exactly where the flat pick is not the tree and hier's price (vote included) is
+    below the flat one's (vote included)."""
+    from nezha.planner import LAZY_MAX_BYTES, layout_planner
+    layout = [r // per_host for r in range(hosts * per_host)]
+    cfg = Config.load({}, environ={})
+    on = layout_planner(cfg, layout, None, 2, failover=True)
+    off = layout_planner(cfg, layout, None, 2, failover=False)
+    vote = on._vote_time()
+    assert vote > 0 and off._vote_time() == 0
+    for nbytes in (4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20):
+        assert on._hier_seconds("broadcast", nbytes) == pytest.approx(
+            off._hier_seconds("broadcast", nbytes) + vote)
+        assert on.flat_times("broadcast", nbytes)["chain"] == pytest.approx(
+            off.flat_times("broadcast", nbytes)["chain"] + vote)
+        if nbytes <= LAZY_MAX_BYTES:
+            assert on._hier_seconds("allreduce", nbytes) == off._hier_seconds("allreduce", nbytes)
+        for p in (on, off):
+            times = p.flat_times("broadcast", nbytes)
+            flat = min(times, key=lambda a: (times[a], a))
+            want = (ALGO_HIER if flat != "tree"
+                    and p._hier_seconds("broadcast", nbytes) < times[flat] else
+                    {"tree": ALGO_TREE, "chain": ALGO_CHAIN}[flat])
+            assert p.algorithm("broadcast", nbytes) == want, (nbytes, p.failover, times)
