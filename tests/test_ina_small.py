@@ -28,9 +28,10 @@ def planner(hosts, mode="auto", failover=True, rails=2):
     ([0, 1], False, False), ([0, 1, 2, 3], False, False),  # rd: 1, 2 steps against 2 hops
     ([0, 1, 2], True, True), ([0, 1, 2, 3, 4], True, True),  # rd folds: 1 + 2, 2 + 2 steps
     (list(range(8)), True, True), (list(range(16)), True, True),  # 3, 4 steps
-    # 4 hosts x 2: one rd step of three inside a host; two ranks share a host's INA link,
-    # which the rd steps between hosts share too: INA only for one full datagram
-    ([0, 0, 1, 1, 2, 2, 3, 3], False, True),
+    # 4 hosts x 2: rd runs as rd_hosts (shm to the host's first rank, 2 steps between hosts
+    # with one payload each, shm back: 128 us at 1432 B), while two ranks share a host's INA
+    # link (185 us): as with one rank per host, no INA (session 28, hop-per-host)
+    ([0, 0, 1, 1, 2, 2, 3, 3], False, False),
     ([0] * 8, False, False),  # one host: shared memory beats any network hop
 ])
 def test_auto_route_follows_the_cost_model(hosts, tiny, full):
