@@ -456,7 +456,7 @@ class Planner:
         rail; the others are split, over as many rails as Planner.split would use."""
         rates = sorted(self.rail_rates, reverse=True)
         n, out = self.ranks, {}
-        per_rank = nbytes // n if coll in ("allgather", "reduce_scatter") and n else nbytes
+        per_rank = self._kept_bytes(coll, nbytes)
         # rails by the whole payload (all blocks: Planner.split's pieces), laziness by the
         # input a rank keeps (its own block)
         vote = self._vote_time()
@@ -544,6 +544,13 @@ class Planner:
                             if self.hier_ok else "") + ")")
         return algo
 
+    def _kept_bytes(self, coll, nbytes):
+        """The input a rank keeps for a lazy re-run (its own block of an allgather or
+        reduce_scatter, else the whole payload): what failover.lazy_ok compares with
+        LAZY_MAX_BYTES."""
+        n = self.ranks
+        return nbytes // n if coll in ("allgather", "reduce_scatter") and n else nbytes
+
     def _vote_time(self):
         """Seconds of a closing vote (with failover; 0 without), as flat_times prices it."""
         if not self.failover:
@@ -564,9 +571,7 @@ class Planner:
         against the lazy tree's 60-600 us (docs/results/session28/bcast-hier)."""
         rails = len(self.rail_rates)
         t = self.layout.time(coll, "hier", nbytes, rails, rate=sum(self.rail_rates))
-        per_rank = (nbytes // self.ranks if coll in ("allgather", "reduce_scatter")
-                    and self.ranks else nbytes)
-        if coll == "broadcast" or per_rank > LAZY_MAX_BYTES:
+        if coll == "broadcast" or self._kept_bytes(coll, nbytes) > LAZY_MAX_BYTES:
             t += self._vote_time()
         return t
 
@@ -589,8 +594,8 @@ class Planner:
             k = 1 if whole else self._rails_used(nbytes, coll, name)
             t_flat = self.layout.time(coll, name, nbytes, k, root,
                                       rate=sum(sorted(self.rail_rates, reverse=True)[:k]))
-            if name == "chain" or (not whole and (nbytes // self.ranks if coll in (
-                    "allgather", "reduce_scatter") and self.ranks else nbytes) > LAZY_MAX_BYTES):
+            if name == "chain" or (not whole
+                                   and self._kept_bytes(coll, nbytes) > LAZY_MAX_BYTES):
                 t_flat += self._vote_time()  # not lazy either: both sides vote (flat_times)
             # small payloads stay on their latency path unless hier wins clearly; not where
             # rd's price is the start-up measure of rd itself (allreduce, a size within the
