@@ -402,6 +402,7 @@ class Planner:
         """With failover, collectives that are not lazy end with a vote (in the model)."""
         self.failover = bool(on)
         self._choice_memo = {}
+        self._hier_memo = {}  # its prices hold the vote or the lazy broadcast's barrier
         self._ina_memo = {}
 
     def _rails_used(self, nbytes, coll=None, name=None):
@@ -529,9 +530,11 @@ class Planner:
             return ALGO_DIRECT if coll == "alltoall" else ALGO_RING
         flat, times = self._flat(coll, nbytes, root)
         algo = flat
-        if self.hier_ok and self.algo not in ("ring", "rd", "rab"):
-            # a small broadcast is lazy both ways (a tree, or hier opening with a barrier;
-            # until session 29 hier voted, and the tree was kept whatever the model said)
+        if self.hier_ok and self.algo not in ("ring", "rd", "rab") and not (
+                flat == ALGO_TREE and self.algo != "hier" and not self.failover):
+            # with failover a small broadcast is lazy both ways (a tree, or hier opening
+            # with a barrier; until session 29 hier voted, and the tree was kept whatever
+            # the model said); without, the tree stays (hier against it unmeasured)
             if self.algo == "hier" or self._hier_wins(coll, flat, nbytes, root):
                 algo = ALGO_HIER
         if times is not None and not quiet and log.enabled("INFO", "PLAN"):
