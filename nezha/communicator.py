@@ -18,7 +18,7 @@ from nezha.diagnose import Diagnose
 from nezha.executor import PRESNAP_POOL_BYTES, Executor
 from nezha.failover import LAZY_MAX_BYTES, Failover
 from nezha.mesh import Mesh
-from nezha.planner import ALGO_DIRECT, ALGO_NAMES, ALGO_RD, ALGO_TREE, Plan, Planner
+from nezha.planner import ALGO_DIRECT, ALGO_HIER, ALGO_NAMES, ALGO_RD, ALGO_TREE, Plan, Planner
 from nezha.rails.tcp.device import TcpRail
 from nezha.topo import bind as topo_bind
 from nezha.topo import placement
@@ -269,7 +269,8 @@ class Communicator(Executor, Diagnose):
     def algorithm_for(self, nbytes, coll="allreduce"):
         """Name of the algorithm the planner picks for nbytes of a collective (as OSU counts
         them: per rank for allgather, the whole sendbuf for reduce_scatter)."""
-        if coll == "broadcast" and self._broadcast_lazy(nbytes) and self._st.prev_early:
+        if (coll == "broadcast" and self._broadcast_lazy(nbytes) and self._st.prev_early
+                and self.planner.algorithm(coll, nbytes) == ALGO_TREE):
             return ALGO_NAMES[ALGO_RD]  # what the next one runs (_broadcast)
         return ALGO_NAMES[self.planner.algorithm(
             coll, nbytes * (self.size if coll == "allgather" else 1))]
@@ -392,10 +393,12 @@ class Communicator(Executor, Diagnose):
 
         def into(dst_addr, scratch=None):
             def build(s, algo, chan, off, cnt, src, _keep=scratch):
-                # a tree's root sends src: a re-run's is the kept copy, dst_addr scratch
+                # a tree's (hier's) root sends src: a re-run's is the kept copy, dst_addr
+                # scratch; a lazy hier one's first slice opens with a barrier (lazy_ok)
                 p = 0 if src is None else address(src) + off * es
                 slices.broadcast(s, algo, chan, root, dst_addr + off * es, p, cnt, self._hosts,
-                                 self.planner.rail_owners(chan))
+                                 self.planner.rail_owners(chan),
+                                 self._hier if lazy and off == 0 else None)
             return build
 
         def plan():
@@ -416,9 +419,14 @@ class Communicator(Executor, Diagnose):
         inner ranks return once their sends are handed to the rail, keeping a copy of their
         input, or, right after such a tree, an allreduce in which the other ranks OR in
         zeros (two early trees in a row would leave a rank two collectives of them behind).
-        Without failover, the tree."""
+        A hierarchical one (several ranks per host) is lazy too, up to LAZY_MAX_BYTES: it
+        opens with a barrier of headers (slices.broadcast's sync), so, like an allreduce,
+        a rank finishing it proves every rank entered it (never early: RunState.ran). Its
+        closing vote, an all-to-all of P(P - 1) frames, cost ~1 ms at 2 x 4 on 2 CPUs where
+        the broadcast itself takes 0.1-0.7 ms (docs/results/session28/bcast-hier).
+        Without failover, the tree (or hier)."""
         return (self._failover and nbytes <= LAZY_MAX_BYTES
-                and self.planner.algorithm("broadcast", nbytes, root) == ALGO_TREE)
+                and self.planner.algorithm("broadcast", nbytes, root) in (ALGO_TREE, ALGO_HIER))
 
     def _spare(self, name, nbytes):
         """A library-owned buffer of nbytes (zero-filled when made), reused across calls.

@@ -160,7 +160,9 @@ class Failover:
         (they have a retarget: allreduce, allgather, reduce_scatter, alltoall, barrier, and
         reduce while small, which then runs as an allreduce), and the small broadcast, a
         tree whose root and inner ranks return early, or an allreduce right after such a
-        tree (RunState.ran keeps two collectives while the last is such a tree), small, on
+        tree (RunState.ran keeps two collectives while the last is such a tree), or a
+        hierarchical one, which opens with a barrier of headers so that it proves every
+        rank entered as an allreduce does (Communicator._broadcast_lazy), small, on
         one channel or striped (every slice is a whole collective of all ranks on its
         channel, so finishing any proves every rank entered; a rank behind votes the slices
         it could not finish, and agree re-runs those, finishing the others where they are).

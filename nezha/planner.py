@@ -402,6 +402,7 @@ class Planner:
         """With failover, collectives that are not lazy end with a vote (in the model)."""
         self.failover = bool(on)
         self._choice_memo = {}
+        self._hier_memo = {}  # its prices hold the vote or the lazy broadcast's barrier
         self._ina_memo = {}
 
     def _rails_used(self, nbytes, coll=None, name=None):
@@ -530,8 +531,10 @@ class Planner:
         flat, times = self._flat(coll, nbytes, root)
         algo = flat
         if self.hier_ok and self.algo not in ("ring", "rd", "rab") and not (
-                flat == ALGO_TREE and self.algo != "hier"):
-            # small broadcasts stay lazy trees with failover (a hier one votes)
+                flat == ALGO_TREE and self.algo != "hier" and not self.failover):
+            # with failover a small broadcast is lazy both ways (a tree, or hier opening
+            # with a barrier; until session 29 hier voted, and the tree was kept whatever
+            # the model said); without, the tree stays (hier against it unmeasured)
             if self.algo == "hier" or self._hier_wins(coll, flat, nbytes, root):
                 algo = ALGO_HIER
         if times is not None and not quiet and log.enabled("INFO", "PLAN"):
@@ -563,16 +566,27 @@ class Planner:
         scale = max(1.0, self.ranks * (self.ranks - 1) / VOTE_CAL_FRAMES)
         return VOTE_COST * scale * self.layout.time("allreduce", "rd", 8, 1, rate=rate)
 
+    def _sync_time(self):
+        """Seconds of the barrier a lazy hierarchical broadcast opens with (with failover;
+        0 without): headers in to each host's first rank, dissemination between them, back
+        out (hosts_barrier), priced as the small allreduce of the same shape (rd of 8 B)."""
+        if not self.failover:
+            return 0.0
+        rate = max(self.rail_rates) if self.rail_rates else None
+        return self.layout.time("allreduce", "rd", 8, 1, rate=rate)
+
     def _hier_seconds(self, coll, nbytes):
         """Modelled seconds of a hierarchical run, with its closing vote where it is not
-        lazy (failover.lazy_ok): a hierarchical broadcast always votes (only the tree has a
-        retarget), the others above LAZY_MAX_BYTES per rank, as flat_times prices them.
-        Unpriced, the vote let hier win broadcasts of 8-64 KiB at 2 x 4 that ran ~1.15 ms
-        against the lazy tree's 60-600 us (docs/results/session28/bcast-hier)."""
+        lazy (failover.lazy_ok): above LAZY_MAX_BYTES per rank, as flat_times prices them.
+        A lazy hierarchical broadcast pays its opening barrier instead (_sync_time): until
+        session 29 it voted at every size, ~1.1 ms at 2 x 4 for 16-64 KiB
+        (docs/results/session28/bcast-hier, session29/bcast-hier-lazy)."""
         rails = len(self.rail_rates)
         t = self.layout.time(coll, "hier", nbytes, rails, rate=sum(self.rail_rates))
-        if coll == "broadcast" or self._kept_bytes(coll, nbytes) > LAZY_MAX_BYTES:
+        if self._kept_bytes(coll, nbytes) > LAZY_MAX_BYTES:
             t += self._vote_time()
+        elif coll == "broadcast":
+            t += self._sync_time()
         return t
 
     def _hier_time(self, coll, nbytes):

@@ -403,6 +403,28 @@ def test_ranks_two_behind_a_lazy_tree_are_helped(tmp_path):
     assert all(results[0]["alive"].values()), results[0]["alive"]
 
 
+def test_ranks_behind_a_lazy_hier_broadcast_are_helped(tmp_path):
+    """2 hosts x 2 ranks, hierarchical broadcasts striped over both rails (NEZHA_ALGO=hier,
+    NEZHA_MIN_RAIL_PIECE=16 B) of 1 KiB-256 KiB, caught by a fault set while the ranks wait
+    (failover_worker._pause, _caught "hbcast"): rank 3 (then 2) deaf on one rail, so the
+    ranks of host 1 cannot finish that rail's slice while those of host 0 finish the
+    broadcast and return (lazy: no closing vote since session 29). They are helped: all
+    four re-run the slice over a fresh connection, the root sending the copy it kept (it
+    zeroed its buffer after the call); every result exact against numpy. Until session 29
+    a hierarchical broadcast ended with a vote (~1 ms at 2 x 4): no rank was ever behind
+    in one, and this failed with no broadcast "rerun" event."""
+    d, inject = _deafen_at_each_pause(tmp_path)
+    env = {"NEZHA_ALGO": "hier", "NEZHA_MIN_RAIL_PIECE": "16", "TEST_INJECT_DIR": str(d),
+           "TEST_PAUSE_CAUGHT": "hbcast"}
+    results, out = _run(tmp_path, "small", "loop+shm-hier", inject, env)
+    assert all(results), out
+    for r in results:
+        assert r["error"] is None and r["wrong"] == 0, (r, out)
+    reruns = [e["collective"] for e in results[0]["events"] if e["event"] == "rerun"]
+    assert "broadcast" in reruns, (results[0]["events"], out)
+    assert all(results[0]["alive"].values()), results[0]["alive"]
+
+
 def test_last_rail_lost_is_an_error(tmp_path):
     """Rank 2 stalled on both rails: every rank raises, naming rank 2, well before the
     collective timeout."""

@@ -134,8 +134,10 @@ cdef class FastPath:
         f.wout = wout
         f.mversion = self.model.version
         f.lazy, f.voting = lazy, voting
-        # a lazy broadcast is a tree, or an allreduce right after one (Communicator._broadcast)
-        f.early = -1 if coll != COLL_BROADCAST or not lazy else plan.algo != RUN_EARLY_ALGO
+        # a lazy broadcast is a tree, or an allreduce right after one (Communicator._broadcast),
+        # or hier, planned alike after either (-1)
+        f.early = (-1 if coll != COLL_BROADCAST or not lazy or plan.algo == RUN_HIER_ALGO
+                   else plan.algo != RUN_EARLY_ALGO)
         f.nchans = min(len(plan.chans), 64)
         for i in range(f.nchans):
             f.chans[i] = plan.chans[i]

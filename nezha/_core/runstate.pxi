@@ -10,6 +10,8 @@ import threading
 # planner.ALGO_TREE: a lazy broadcast by this algorithm lets its root and inner ranks return
 # before every rank entered (tests/test_bcast_tree.py checks the two agree)
 RUN_EARLY_ALGO = 4
+# planner.ALGO_HIER: a lazy hierarchical broadcast opens with a barrier (never early)
+RUN_HIER_ALGO = 6
 
 
 cdef class RunState:

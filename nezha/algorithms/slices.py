@@ -43,15 +43,20 @@ def reduce(s, algo, chan, root, at_root, out, src, cnt, es, hier, chunk=HIER_CHU
         _eng.ring_reduce(s, chan, root, out if at_root else 0, src, cnt, work)
 
 
-def broadcast(s, algo, chan, root, out, src, cnt, hosts, owners=None):
+def broadcast(s, algo, chan, root, out, src, cnt, hosts, owners=None, sync=None):
     """ALGO_RD: an allreduce that ORs bytes, the root's buffer (src) against the others'
     zeros; hierarchical; else a binomial tree (ALGO_TREE; the root sends src when given:
-    a lazy tree's re-run sends the root's kept copy) or a chain."""
+    a lazy tree's re-run sends the root's kept copy) or a chain.
+    sync: (local, cross) of a lazy hierarchical one's first slice: a barrier of headers
+    (hosts_barrier) ahead of its ops, so that no rank finishes it before every rank
+    entered it (its root and the ranks up a chain would otherwise: failover.lazy_ok)."""
     if algo == ALGO_RD:
         s.reduce_as(int(DType.UINT8), int(ReduceOp.BOR))
         _eng.rd_allreduce(s, chan, out, src, cnt)
-    elif algo == ALGO_HIER:  # the root's buffer is only read: a re-run reads it again
-        _eng.hier_broadcast(s, chan, root, out, cnt, hosts, owners)
+    elif algo == ALGO_HIER:  # the root only reads src (or its buffer): a re-run reads it again
+        if sync is not None:
+            _eng.hosts_barrier(s, chan, *sync)
+        _eng.hier_broadcast(s, chan, root, out, cnt, hosts, owners, src)
     else:
         _eng.tree_broadcast(s, chan, root, out, cnt, algo == ALGO_TREE,
                             src if algo == ALGO_TREE else 0)

@@ -80,6 +80,8 @@ def small(comm, i):
 
 # bytes of the small broadcasts (bcasts): one, odd, the 4 B-16 KiB boundaries
 BCAST = [1, 4, 13, 1021, 4096, 8191, 16384]
+# the lazy hierarchical ones (_caught "hbcast"): odd, 16 KiB, the largest lazy one
+HBCAST = [65539, 1021, 16384, 256 << 10]
 
 
 def bcasts(comm, i, size=None):
@@ -214,7 +216,9 @@ def _caught(comm, kind, k=0):
     """The collective the fault catches: an allreduce of 5 int64 (sum); with
     TEST_PAUSE_MIX, in turn an allgather, a reduce_scatter and an AVG allreduce of float64
     too; with TEST_PAUSE_CAUGHT=bcast, an allreduce then two small broadcasts (a lazy tree,
-    whose root returns at once, and the allreduce that follows one) and an allreduce.
+    whose root returns at once, and the allreduce that follows one) and an allreduce; with
+    hbcast, broadcasts of HBCAST bytes first (lazy hier ones under NEZHA_ALGO=hier), the
+    root turning and zeroing its buffer after each, then an allreduce.
     Returns 1 if it came out wrong."""
     r, n = comm.rank, comm.size
     x = np.arange(5) * (r + 1)
@@ -224,6 +228,17 @@ def _caught(comm, kind, k=0):
         wrong = not np.array_equal(x, total)
         wrong += bcasts(comm, k, 1000 + k)
         x = np.arange(5) * (r + 1)
+        comm.allreduce(x)
+        return int(wrong + (not np.array_equal(x, total)))
+    if kind == "hbcast":  # NEZHA_ALGO=hier: lazy hierarchical broadcasts, caught first
+        wrong = 0
+        for j, nbytes in enumerate(HBCAST):
+            root = (k + j) % n
+            want = ((np.arange(nbytes) * 13 + k + 5 * j) % 251 + 1).astype(np.uint8)
+            b = want.copy() if r == root else np.zeros(nbytes, np.uint8)
+            comm.broadcast(b, root=root)
+            wrong += not np.array_equal(b, want)
+            b[:] = 0  # the root's too: a re-run for a rank behind must send the copy kept
         comm.allreduce(x)
         return int(wrong + (not np.array_equal(x, total)))
     if kind == "avg":  # a re-run slice divides once (in its re-run), the rest once too

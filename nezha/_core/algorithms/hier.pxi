@@ -385,7 +385,7 @@ cdef int _hier_rs_aligned(Schedule sch, int chan, char *out, const char *a, char
 
 
 def hier_broadcast(Schedule sch, int chan, int root, uintptr_t buf, uint64_t count, list hosts,
-                   list owners=None):
+                   list owners=None, uintptr_t src=0):
     """Hierarchical broadcast (hosts: see _grid): the buffer in L shares; the root hands
     share i to the rank at local position i of its host (over shm), which carries it
     down a chain across hosts, host hr -> hr+1 -> ..., to the ranks at position i (a
@@ -393,7 +393,8 @@ def hier_broadcast(Schedule sch, int chan, int root, uintptr_t buf, uint64_t cou
     host gathers the L shares, each streaming from the receive that brought it. The
     root's buffer is only read (it may be read-only; a re-run reads it again): its ring
     receives go to scratch. owners: see the top of this file (the shares are theirs only;
-    an empty share is neither handed over nor chained)."""
+    an empty share is neither handed over nor chained). src: what the root sends when not
+    buf (a lazy one's re-run after the root returned: its kept copy, buf being scratch)."""
     cdef int H, L, h = 0, me = 0, hr = 0, ir = 0, t, i, r0 = -1
     cdef uint64_t es = sch.esize
     cdef int *G = hier_grid(sch, hosts, &H, &L, &h, &me)
@@ -409,6 +410,8 @@ def hier_broadcast(Schedule sch, int chan, int root, uintptr_t buf, uint64_t cou
         for i in range(H * L):
             if G[i] == root:
                 hr, ir = i // L, i % L
+        if sch.rank == root and src != 0:
+            buf = src  # only read at the root: its ring receives go to scratch below
         for i in range(L):
             po[i] = <char *>buf + (count * B[i] // B[L]) * es
             nb[i] = (count * B[i + 1] // B[L] - count * B[i] // B[L]) * es
