@@ -28,10 +28,38 @@ ALGO_NAMES = {0: "direct", ALGO_RING: "ring", ALGO_RD: "rd", ALGO_CHAIN: "chain"
 LAZY_MAX_BYTES = 256 << 10  # failover.LAZY_MAX_BYTES: larger collectives vote
 VOTE_CAL_FRAMES = 12  # STATUS frames of a vote where VOTE_COST was measured (4 x 1: 4 x 3)
 ROUND = 256  # shares are whole multiples of this many elements (when large enough)
+# ... and of at most 1/ROUND_PARTS of a piece's share: at 8 KiB on 2 rails a 256-element
+# unit cut 80/20 into 75/25, and the 100 Mbit rail's quarter set the loop's pace (its tbf
+# at 12.5 B/us, 275 us a call against 257 on one rail; session 29, allreduce-step)
+ROUND_PARTS = 32
 MAX_PIECES = 64  # slices of one collective (the vote carries one bit per slice)
 # the collectives whose rails the model picks with a slice's cost (Planner.piece_model);
 # the others (broadcast's chain, reduce, alltoall, a re-run) keep the minimum piece
 PIECE_MODEL_COLLS = ("allreduce", "allgather", "reduce_scatter")
+
+
+def quantize(count, shares):
+    """Element counts summing to count, in proportion to shares (one per channel, in the
+    order given), each a whole number of units: ROUND elements from ROUND * 4 a channel (1
+    below), or the largest power of two below that leaving every piece ROUND_PARTS units.
+    Each count starts at its share rounded down; the units left over (and the tail below
+    one unit) go one at a time where they finish first (count / share least), so the
+    rounding never loads a slow channel past its share's time: the pieces of a split finish
+    together, and the slowest sets the collective's time (and, in a loop on a shaped link,
+    its pace). Deterministic: the same on every rank for the same agreed shares."""
+    k = len(shares)
+    unit = ROUND if count >= ROUND * 4 * k else 1
+    while unit > 1 and count < unit * ROUND_PARTS * k:
+        unit //= 2
+    cnt = [int(count * s) // unit * unit if s > 0 else 0 for s in shares]
+    left = count - sum(cnt)
+    while left > 0:
+        step = min(unit, left)
+        best = min((i for i in range(k) if shares[i] > 0),
+                   key=lambda i: ((cnt[i] + step) / shares[i], i), default=k - 1)
+        cnt[best] += step
+        left -= step
+    return cnt
 
 
 class Plan:
@@ -323,11 +351,9 @@ class Planner:
             c = active[0] if active else self.best_channel(key)
             return self._pieces(c, 0, count, esize), key
         shares = self.model.shares(key, [c in active for c in range(self.nchan)])
-        unit = ROUND if count >= ROUND * 4 * len(active) else 1
-        slices, off = [], 0
         order = sorted(active)
-        for i, c in enumerate(order):
-            cnt = count - off if i == len(order) - 1 else int(count * shares[c]) // unit * unit
+        slices, off = [], 0
+        for c, cnt in zip(order, quantize(count, [shares[c] for c in order])):
             if cnt > 0:
                 slices += self._pieces(c, off, cnt, esize)
             off += cnt
