@@ -25,6 +25,22 @@ from tests.spawn import free_port
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKER = os.path.join(ROOT, "tests", "workers", "death_worker.py")
 TIMEOUT, CONNECT = 10.0, 5.0
+_STARTED = []  # every worker this module started: the fixture below reaps them
+
+
+@pytest.fixture(autouse=True)
+def reap_workers():
+    """A failed assert (ready() false) or pytest-timeout leaves ranks running: they loop on
+    collectives until TEST_STOP and would spin on the CPU for the rest of the session."""
+    yield
+    while _STARTED:
+        p = _STARTED.pop()
+        if p.poll() is None:
+            p.send_signal(signal.SIGCONT)  # a SIGSTOPped rank still dies of SIGKILL; be plain
+            p.kill()
+            p.wait()
+        if not p.logf.closed:
+            p.logf.close()
 
 
 def start(tmp_path, phase, doomed, n=3, extra=None):
@@ -47,6 +63,7 @@ def start(tmp_path, phase, doomed, n=3, extra=None):
                              stderr=subprocess.STDOUT)
         p.logf, p.logpath = log, tmp_path / f"rank{r}.log"
         procs.append(p)
+        _STARTED.append(p)
     return table, procs
 
 
