@@ -28,6 +28,7 @@ ALGO_NAMES = {0: "direct", ALGO_RING: "ring", ALGO_RD: "rd", ALGO_CHAIN: "chain"
 LAZY_MAX_BYTES = 256 << 10  # failover.LAZY_MAX_BYTES: larger collectives vote
 VOTE_CAL_FRAMES = 12  # STATUS frames of a vote where VOTE_COST was measured (4 x 1: 4 x 3)
 ROUND = 256  # shares are whole multiples of this many elements (when large enough)
+PIECE_UNITS = 64  # ... where the payload has PIECE_UNITS units a rail: else a smaller unit
 MAX_PIECES = 64  # slices of one collective (the vote carries one bit per slice)
 # the collectives whose rails the model picks with a slice's cost (Planner.piece_model);
 # the others (broadcast's chain, reduce, alltoall, a re-run) keep the minimum piece
@@ -323,11 +324,9 @@ class Planner:
             c = active[0] if active else self.best_channel(key)
             return self._pieces(c, 0, count, esize), key
         shares = self.model.shares(key, [c in active for c in range(self.nchan)])
-        unit = ROUND if count >= ROUND * 4 * len(active) else 1
+        counts = split_counts(count, [shares[c] for c in sorted(active)])
         slices, off = [], 0
-        order = sorted(active)
-        for i, c in enumerate(order):
-            cnt = count - off if i == len(order) - 1 else int(count * shares[c]) // unit * unit
+        for c, cnt in zip(sorted(active), counts):
             if cnt > 0:
                 slices += self._pieces(c, off, cnt, esize)
             off += cnt
@@ -762,6 +761,46 @@ class Planner:
     def single(self, algo=0):
         """One whole piece on the best channel (barrier, send/recv)."""
         return Plan([(self.best_channel(), 0, 0)], algo)
+
+
+def split_unit(count, nrails):
+    """Elements a rail's piece is a whole multiple of: ROUND where the payload holds
+    PIECE_UNITS of them per rail, else the largest power of two that does (1 for the
+    smallest), so a rail's share is rounded by at most 1/PIECE_UNITS of an equal one.
+    A 256-element unit cut 8 KiB a rank (2048 float32) into eighths: the 100's fifth of 400 +
+    100 became a quarter and its piece ran as long as the whole payload on the 400 (session
+    29, docs/results/session29/allgather-small)."""
+    unit = ROUND
+    while unit > 1 and count < unit * PIECE_UNITS * nrails:
+        unit //= 2
+    return unit
+
+
+def split_counts(count, shares):
+    """Elements per rail (in the order of shares, summing to count) for the payload's
+    shares: every rail's ideal count rounded down to split_unit, and each unit left over
+    to the rail that then finishes first (its count over its share: the split's makespan
+    grows least), the first rail on a tie. The old rule gave the last rail every unit
+    left over, which on 400 + 100 made the 100's piece the slowest (a quarter instead of a
+    fifth). Integers from the agreed shares: the same on every rank."""
+    n = len(shares)
+    if n == 1:
+        return [count]
+    unit = split_unit(count, n)
+    units, rest = divmod(count, unit)  # whole units, and a tail under one unit
+    total = sum(shares) or 1.0
+    w = [max(float(x), 0.0) / total for x in shares]
+    got = [int(units * x) for x in w]
+    for _ in range(units - sum(got)):
+        best = min((j for j in range(n) if w[j] > 0),
+                   key=lambda j: ((got[j] + 1) / w[j], j), default=0)
+        got[best] += 1
+    out = [g * unit for g in got]
+    if rest:  # under one unit: to the rail that finishes first with it
+        best = min((j for j in range(n) if w[j] > 0),
+                   key=lambda j: ((out[j] + rest) / w[j], j), default=0)
+        out[best] += rest
+    return out
 
 
 def _size(n):
