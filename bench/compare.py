@@ -132,6 +132,10 @@ SYSTEMS = [
     # session 29 (h42, docs/results/session29/allgather-small): allgather's candidates forced
     System("nezha-all-ring", "nezha on all rails, NEZHA_ALGO=ring", "nezha", "all",
            env=(("NEZHA_SOCKET_IFNAME", "{ifnames}"), ("NEZHA_ALGO", "ring")), when="named"),
+    System("nezha-all-direct", "nezha on all rails, NEZHA_ALGO=direct (allgather: every "
+           "block straight to every rank, one step)", "nezha", "all",
+           env=(("NEZHA_SOCKET_IFNAME", "{ifnames}"), ("NEZHA_ALGO", "direct")),
+           collectives=("allgather",), when="named"),
     System("nezha-all-nofo", "nezha on all rails without failover (NEZHA_FAILOVER=n: no vote)",
            "nezha", "all", env=(("NEZHA_SOCKET_IFNAME", "{ifnames}"), ("NEZHA_FAILOVER", "n")),
            collectives=("allreduce",), when="multi"),
