@@ -501,6 +501,8 @@ class Planner:
         """(flat algorithm id, {candidate: seconds} or None when not from the model)."""
         forced = {"ring": ALGO_RING, "rd": ALGO_RD, "rab": ALGO_RAB}.get(self.algo)
         pow2 = self.ranks > 1 and not self.ranks & (self.ranks - 1)
+        if coll == "allgather" and self.algo == "direct" and self.ranks > 1:
+            return ALGO_DIRECT, None
         if self.small is not None or self.ranks < 2:  # the fixed rule (or nothing to choose)
             small = self.small if self.small is not None else 0
             if coll == "allreduce":
@@ -516,8 +518,6 @@ class Planner:
             return forced, times
         if coll != "broadcast" and self.algo == "ring":
             return ALGO_RING, times
-        if coll == "allgather" and self.algo == "direct":
-            return ALGO_DIRECT, times
         return self.IDS[best], times
 
     def _choose(self, coll, nbytes, root, quiet=False):

@@ -11,6 +11,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 import nezha  # noqa: E402
+from nezha.costmodel import bucket_of  # noqa: E402
 from nezha.planner import ALGO_NAMES  # noqa: E402
 from tests._result import report  # noqa: E402
 
@@ -34,6 +35,7 @@ def main():
             every = [np.random.default_rng(1000 * i + q).integers(-1000, 1000, count,
                      dtype=np.int64).astype(np.int32) for q in range(n)]
             out = np.full(n * count, 0x55, np.int32)
+            shares = m.shares(bucket_of("allgather", count * 4), [True, True])  # as split reads them
             comm.allgather(mine, out)
             ag = comm._st.last_plan
             if not np.array_equal(out, np.concatenate(every)):
@@ -55,7 +57,8 @@ def main():
             if not np.array_equal(ar, big * n):
                 failures.append(f"allreduce count={n * count}")
             keep += [mine, out, rs_in, got, big, ar]
-            plans.append([algo, count, ALGO_NAMES.get(ag.algo), [list(s) for s in ag.slices]])
+            plans.append([algo, count, ALGO_NAMES.get(ag.algo), [list(s) for s in ag.slices],
+                          [float(x) for x in shares]])
     report(dict(rank=r, failures=failures, plans=plans))
     comm.close()
 
