@@ -10,9 +10,7 @@ from nezha.algorithms import slices
 from nezha.config import Config
 from nezha.planner import ALGO_DIRECT, ALGO_NAMES, layout_planner
 from nezha.types import DType, ReduceOp
-
-SEND, RECV = 0, 1
-HDR = _eng.HEADER_BYTES
+from tests.test_rd_blocks import RECV, SEND, _data_ops
 
 
 @pytest.mark.parametrize("n", [2, 3, 4, 5, 8])
@@ -25,19 +23,14 @@ def test_direct_posts_one_send_and_one_receive_per_peer(n, count, off, cnt):
         o = np.zeros(n * count + 1, np.int32)
         slices.allgather(s, ALGO_DIRECT, 0, o.ctypes.data, a.ctypes.data, count, off, cnt,
                          list(range(n)))
-        seen, sends, recvs = set(), [], []
-        for kind, ep, nb, dep0, _, _ in s.ops_list():
-            if ep < 0:
-                continue
-            way = (ep, kind == SEND)
-            if way not in seen and nb == HDR:
-                seen.add(way)
-                continue
-            (sends if kind == SEND else recvs).append((ep, nb, dep0))
-        want_s = [((r + k) % n, cnt * 4, -1) for k in range(1, n)]
-        want_r = [((r - k) % n, cnt * 4) for k in range(1, n)]
-        assert sends == want_s  # no send waits for anything: nothing is forwarded
-        assert [(ep, nb) for ep, nb, _ in recvs] == want_r
+        ops = _data_ops(s)
+        sends = [(ep, nb) for kind, ep, nb in ops if kind == SEND]
+        recvs = [(ep, nb) for kind, ep, nb in ops if kind == RECV]
+        assert sends == [((r + k) % n, cnt * 4) for k in range(1, n)]
+        assert recvs == [((r - k) % n, cnt * 4) for k in range(1, n)]
+        # nothing is forwarded: no send waits for any other op
+        assert all(d0 < 0 and d1 < 0 for kind, _, _, d0, d1, _ in s.ops_list()
+                   if kind == SEND)
 
 
 def test_direct_is_forced_only():
