@@ -356,8 +356,10 @@ class Planner:
     FLAT = {"allreduce": ("rd", "rab", "ring"), "broadcast": ("tree", "chain"),
             "allgather": ("rd", "ring"), "reduce_scatter": ("rd", "ring")}
     # the direct allgather (ALGO_DIRECT) runs only where NEZHA_ALGO=direct forces it: in the
-    # lab (4 x 1) it did not beat rd in every job (session 29, docs/results/session29/
-    # allgather-small), and its price (costmodel.DIRECT_MSG) is not measured
+    # lab (4 x 1, 400 + 100) it beat rd at 8 KiB a rank in every job, at 4 KiB it tied and at
+    # 16-32 KiB it was on both sides of rd (the same bytes; the row follows which links the
+    # shaper's wait falls on; session 29, docs/results/session29/allgather-small), and its
+    # price (costmodel.DIRECT_MSG) is not measured
     IDS = {"rd": ALGO_RD, "rab": ALGO_RAB, "ring": ALGO_RING, "tree": ALGO_TREE,
            "chain": ALGO_CHAIN, "direct": ALGO_DIRECT}
 
