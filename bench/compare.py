@@ -129,6 +129,13 @@ SYSTEMS = [
     System("nezha-all-2r", "nezha on all rails, split plans on both (NEZHA_MIN_RAIL_PIECE=1k)",
            "nezha", "all", env=(("NEZHA_SOCKET_IFNAME", "{ifnames}"), ("NEZHA_MIN_RAIL_PIECE", "1k")),
            when="named"),
+    # session 29 (h42, docs/results/session29/allgather-small): allgather's candidates forced
+    System("nezha-all-ring", "nezha on all rails, NEZHA_ALGO=ring", "nezha", "all",
+           env=(("NEZHA_SOCKET_IFNAME", "{ifnames}"), ("NEZHA_ALGO", "ring")), when="named"),
+    System("nezha-all-direct", "nezha on all rails, NEZHA_ALGO=direct (allgather: every "
+           "block straight to every rank, one step)", "nezha", "all",
+           env=(("NEZHA_SOCKET_IFNAME", "{ifnames}"), ("NEZHA_ALGO", "direct")),
+           collectives=("allgather",), when="named"),
     System("nezha-all-nofo", "nezha on all rails without failover (NEZHA_FAILOVER=n: no vote)",
            "nezha", "all", env=(("NEZHA_SOCKET_IFNAME", "{ifnames}"), ("NEZHA_FAILOVER", "n")),
            collectives=("allreduce",), when="multi"),
@@ -138,6 +145,14 @@ SYSTEMS = [
     System("mpi-rail0", "Open MPI TCP BTL on rail0, default algorithm", "mpi", "rail0"),
     System("mpi-rail0-ring", "Open MPI TCP BTL on rail0, ring allreduce forced", "mpi", "rail0",
            mca=MPI_RING, collectives=("allreduce",)),
+    # session 29 (h42): Open MPI's allgather algorithms forced on rail0 (coll_tuned
+    # allgather_algorithm 2 bruck, 3 recursive doubling, 4 ring, 5 neighbor exchange)
+    *[System(f"mpi-rail0-ag{n}", f"Open MPI on rail0, allgather algorithm {n} ({what}) forced",
+             "mpi", "rail0", mca=(("coll_tuned_use_dynamic_rules", "1"),
+                                  ("coll_tuned_allgather_algorithm", str(n))),
+             collectives=("allgather",), when="named")
+      for n, what in ((2, "bruck"), (3, "recursive doubling"), (4, "ring"),
+                      (5, "neighbor exchange"))],
     System("mpi-all", "Open MPI TCP BTL on all rails (stripes large messages), default algorithm",
            "mpi", "all", when="multi"),
     System("mpi-all-ring", "Open MPI TCP BTL on all rails, ring allreduce forced", "mpi", "all",

@@ -369,14 +369,16 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
         "gives the slowest rail 2.5 times this and the others more, in proportion to their "
         "rates. Make it larger than a shaper's burst (the lab's tbf lets about 88 KB through "
         "unshaped). On 100 Mbit/s with 4 ranks, 256k makes the probe about 175 ms.")),
-    Param("ALGO", "enum", "auto", allowed=("auto", "ring", "rd", "rab", "hier"), help=(
+    Param("ALGO", "enum", "auto", allowed=("auto", "ring", "rd", "rab", "hier", "direct"), help=(
         "Algorithm of allreduce, allgather, reduce_scatter and broadcast: ring (flat: over "
         "all ranks; for allreduce reduce-scatter then allgather, pipelined in "
         "NEZHA_SEGMENT_SIZE segments; best for large buffers), rd (flat; allreduce by "
         "recursive doubling: log2(size) exchanges of the whole buffer; best for small ones), "
         "rab (flat; allreduce by Rabenseifner's algorithm: reduce-scatter by recursive "
         "halving, allgather by recursive doubling, 2 log2(size) steps moving the ring's "
-        "bytes; for medium ones; the other collectives as auto), "
+        "bytes; for medium ones; the other collectives as auto), direct (allgather: every "
+        "rank's block straight to every other rank, one step; an experiment, never chosen "
+        "by auto; the other collectives as auto), "
         "hier (several ranks per host, the same number on each: within the host over shared "
         "memory, each local rank carrying its share across hosts, e.g. reduce-scatter in the "
         "host, allreduce of the shares across hosts, allgather in the host; the flat "

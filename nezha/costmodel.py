@@ -402,7 +402,14 @@ STEP_EFF = 0.85     # share of the link rate a step that does not stream from th
                     # step before and its reduction, so the pipe drains and refills at every
                     # step, where ring and chain stream from step to step. It is what makes
                     # the ring win over rab for large payloads at the same bytes on the wire
-UNPIPELINED = ("rd", "rab", "tree")
+UNPIPELINED = ("rd", "rab", "tree", "direct")
+DIRECT_MSG = 0.5    # the direct allgather's step posts n - 1 sends and receives at once:
+                    # each after the first costs this many step latencies (CPU: a system
+                    # call, a header and a wake-up each way). Not measured on its own: at
+                    # 4 ranks it prices direct's latency as rd's two steps, which is what
+                    # the lab showed at 1-2 KiB a rank (docs/results/session29/
+                    # allgather-small); at 8 ranks and more it keeps rd for the smallest
+                    # payloads, where one step's saving is unmeasured
 VOTE_COST = 4.0     # a closing vote, in small allreduces (rd of 8 B on one rail; measured
                     # at start-up where topo/steplatency.py ran, so the vote follows). It runs
                     # in the engine (nz_vote, C) but is a control round of its own: every
@@ -480,6 +487,10 @@ class Layout:
         hp2 = 1 << (self.H.bit_length() - 1)
         self.hosts_rd = ((hp2.bit_length() - 1) + (2 if self.H > hp2 else 0)
                          if self.H > 1 and self.L and self.L > 1 else 0)
+        # the direct allgather: every rank to every other in one step; the most pairs
+        # leaving one host (its ranks times the ranks elsewhere), any pair within one
+        most = max(counts.values(), default=0)
+        self.direct = (max((c * (n - c) for c in counts.values()), default=0), most > 1)
         self._chains = {}
 
     def steps(self, coll, algo):
@@ -495,6 +506,8 @@ class Layout:
             return 2 * len(self.rd) + fold
         if algo == "rd":
             return len(self.rd) + (fold if coll == "allreduce" else 0)
+        if algo == "direct":
+            return 1 + max(n - 2, 0) * DIRECT_MSG
         raise ValueError(f"no step count for {algo}")
 
     def _links(self, pairs):
@@ -574,6 +587,9 @@ class Layout:
         if algo == "ring":
             steps = 2 * (n - 1) if coll == "allreduce" else n - 1
             return steps * self._step(self.ring, s / n, bx)
+        if algo == "direct":  # allgather: one step, every rank's block to every other
+            extra = max(n - 2, 0) * DIRECT_MSG * self.rail_alpha if self.direct[0] else 0.0
+            return self._step(self.direct, s / n, bx, eff, hop) + extra
         if algo == "chain":
             (e, local), lat = self._chain(root)
             return lat + s * max(e / bx, 1 / SHM_RATE if local else 0.0)

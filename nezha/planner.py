@@ -28,38 +28,12 @@ ALGO_NAMES = {0: "direct", ALGO_RING: "ring", ALGO_RD: "rd", ALGO_CHAIN: "chain"
 LAZY_MAX_BYTES = 256 << 10  # failover.LAZY_MAX_BYTES: larger collectives vote
 VOTE_CAL_FRAMES = 12  # STATUS frames of a vote where VOTE_COST was measured (4 x 1: 4 x 3)
 ROUND = 256  # shares are whole multiples of this many elements (when large enough)
-# ... and of at most 1/ROUND_PARTS of a piece's share: at 8 KiB on 2 rails a 256-element
-# unit cut 80/20 into 75/25, and the 100 Mbit rail's quarter set the loop's pace (its tbf
-# at 12.5 B/us, 275 us a call against 257 on one rail; session 29, allreduce-step)
-ROUND_PARTS = 32
+PIECE_UNITS = 64  # ... where the payload has PIECE_UNITS units a rail: else a smaller unit
 MAX_PIECES = 64  # slices of one collective (the vote carries one bit per slice)
 # the collectives whose rails the model picks with a slice's cost (Planner.piece_model);
 # the others (broadcast's chain, reduce, alltoall, a re-run) keep the minimum piece
 PIECE_MODEL_COLLS = ("allreduce", "allgather", "reduce_scatter")
-
-
-def quantize(count, shares):
-    """Element counts summing to count, in proportion to shares (one per channel, in the
-    order given), each a whole number of units: ROUND elements from ROUND * 4 a channel (1
-    below), or the largest power of two below that leaving every piece ROUND_PARTS units.
-    Each count starts at its share rounded down; the units left over (and the tail below
-    one unit) go one at a time where they finish first (count / share least), so the
-    rounding never loads a slow channel past its share's time: the pieces of a split finish
-    together, and the slowest sets the collective's time (and, in a loop on a shaped link,
-    its pace). Deterministic: the same on every rank for the same agreed shares."""
-    k = len(shares)
-    unit = ROUND if count >= ROUND * 4 * k else 1
-    while unit > 1 and count < unit * ROUND_PARTS * k:
-        unit //= 2
-    cnt = [int(count * s) // unit * unit if s > 0 else 0 for s in shares]
-    left = count - sum(cnt)
-    while left > 0:
-        step = min(unit, left)
-        best = min((i for i in range(k) if shares[i] > 0),
-                   key=lambda i: ((cnt[i] + step) / shares[i], i), default=k - 1)
-        cnt[best] += step
-        left -= step
-    return cnt
+SPLIT_ALGOS = ("ring", "rd", "rab", "direct")  # split plans whose rails the model picks
 
 
 class Plan:
@@ -328,7 +302,7 @@ class Planner:
         min_piece = self.min_piece if self.min_piece != float("inf") else payload + 1
         name = ALGO_NAMES.get(algo)
         want = (self._rails_by_model(coll, name, payload)
-                if self.piece_model and coll in PIECE_MODEL_COLLS and name in ("ring", "rd", "rab")
+                if self.piece_model and coll in PIECE_MODEL_COLLS and name in SPLIT_ALGOS
                 else None)
         while len(active) > 1:
             if want is not None:
@@ -351,9 +325,9 @@ class Planner:
             c = active[0] if active else self.best_channel(key)
             return self._pieces(c, 0, count, esize), key
         shares = self.model.shares(key, [c in active for c in range(self.nchan)])
-        order = sorted(active)
+        counts = split_counts(count, [shares[c] for c in sorted(active)])
         slices, off = [], 0
-        for c, cnt in zip(order, quantize(count, [shares[c] for c in order])):
+        for c, cnt in zip(sorted(active), counts):
             if cnt > 0:
                 slices += self._pieces(c, off, cnt, esize)
             off += cnt
@@ -381,8 +355,13 @@ class Planner:
 
     FLAT = {"allreduce": ("rd", "rab", "ring"), "broadcast": ("tree", "chain"),
             "allgather": ("rd", "ring"), "reduce_scatter": ("rd", "ring")}
+    # the direct allgather (ALGO_DIRECT) runs only where NEZHA_ALGO=direct forces it: in the
+    # lab (4 x 1, 400 + 100) it beat rd at 8 KiB a rank in every job, at 4 KiB it tied and at
+    # 16-32 KiB it was on both sides of rd (the same bytes; the row follows which links the
+    # shaper's wait falls on; session 29, docs/results/session29/allgather-small), and its
+    # price (costmodel.DIRECT_MSG) is not measured
     IDS = {"rd": ALGO_RD, "rab": ALGO_RAB, "ring": ALGO_RING, "tree": ALGO_TREE,
-           "chain": ALGO_CHAIN}
+           "chain": ALGO_CHAIN, "direct": ALGO_DIRECT}
 
     def set_rail_rates(self, mbps, ring_payload=False):
         """Every rail's speed in Mbit/s, agreed by every rank (the rails' nominal speeds, or
@@ -435,7 +414,7 @@ class Planner:
         """Rails a split payload of nbytes goes over, as Planner.split picks them (by the
         rails' speeds here): the fastest rail's piece at least NEZHA_MIN_RAIL_PIECE, or with
         the model's slice cost (piece_model) as many as pay for their slice."""
-        if self.piece_model and coll in PIECE_MODEL_COLLS and name in ("ring", "rd", "rab"):
+        if self.piece_model and coll in PIECE_MODEL_COLLS and name in SPLIT_ALGOS:
             return self._rails_by_model(coll, name, nbytes)
         rates = sorted(self.rail_rates, reverse=True)
         if self.min_piece == float("inf"):
@@ -525,6 +504,8 @@ class Planner:
         """(flat algorithm id, {candidate: seconds} or None when not from the model)."""
         forced = {"ring": ALGO_RING, "rd": ALGO_RD, "rab": ALGO_RAB}.get(self.algo)
         pow2 = self.ranks > 1 and not self.ranks & (self.ranks - 1)
+        if coll == "allgather" and self.algo == "direct" and self.ranks > 1:
+            return ALGO_DIRECT, None
         if self.small is not None or self.ranks < 2:  # the fixed rule (or nothing to choose)
             small = self.small if self.small is not None else 0
             if coll == "allreduce":
@@ -556,7 +537,7 @@ class Planner:
             return ALGO_DIRECT if coll == "alltoall" else ALGO_RING
         flat, times = self._flat(coll, nbytes, root)
         algo = flat
-        if self.hier_ok and self.algo not in ("ring", "rd", "rab") and not (
+        if self.hier_ok and self.algo not in ("ring", "rd", "rab", "direct") and not (
                 flat == ALGO_TREE and self.algo != "hier" and not self.failover):
             # with failover a small broadcast is lazy both ways (a tree, or hier opening
             # with a barrier; until session 29 hier voted, and the tree was kept whatever
@@ -802,6 +783,46 @@ class Planner:
     def single(self, algo=0):
         """One whole piece on the best channel (barrier, send/recv)."""
         return Plan([(self.best_channel(), 0, 0)], algo)
+
+
+def split_unit(count, nrails):
+    """Elements a rail's piece is a whole multiple of: ROUND where the payload holds
+    PIECE_UNITS of them per rail, else the largest power of two that does (1 for the
+    smallest), so a rail's share is rounded by at most 1/PIECE_UNITS of an equal one.
+    A 256-element unit cut 8 KiB a rank (2048 float32) into eighths: the 100's fifth of 400 +
+    100 became a quarter and its piece ran as long as the whole payload on the 400 (session
+    29, docs/results/session29/allgather-small)."""
+    unit = ROUND
+    while unit > 1 and count < unit * PIECE_UNITS * nrails:
+        unit //= 2
+    return unit
+
+
+def split_counts(count, shares):
+    """Elements per rail (in the order of shares, summing to count) for the payload's
+    shares: every rail's ideal count rounded down to split_unit, and each unit left over
+    to the rail that then finishes first (its count over its share: the split's makespan
+    grows least), the first rail on a tie. The old rule gave the last rail every unit
+    left over, which on 400 + 100 made the 100's piece the slowest (a quarter instead of a
+    fifth). Integers from the agreed shares: the same on every rank."""
+    n = len(shares)
+    if n == 1:
+        return [count]
+    unit = split_unit(count, n)
+    units, rest = divmod(count, unit)  # whole units, and a tail under one unit
+    total = sum(shares) or 1.0
+    w = [max(float(x), 0.0) / total for x in shares]
+    got = [int(units * x) for x in w]
+    for _ in range(units - sum(got)):
+        best = min((j for j in range(n) if w[j] > 0),
+                   key=lambda j: ((got[j] + 1) / w[j], j), default=0)
+        got[best] += 1
+    out = [g * unit for g in got]
+    if rest:  # under one unit: to the rail that finishes first with it
+        best = min((j for j in range(n) if w[j] > 0),
+                   key=lambda j: ((out[j] + rest) / w[j], j), default=0)
+        out[best] += rest
+    return out
 
 
 def _size(n):

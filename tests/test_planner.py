@@ -947,7 +947,7 @@ def test_hier_broadcast_priced_lazy_up_to_lazy_max(hosts, per_host):
 def test_a_small_split_is_rounded_by_time_not_onto_the_slow_rail():
     """8 KiB on 400 + 100 (shares 0.8 / 0.2): a 256-element unit cut 1536 / 512 (75 / 25)
     and the 100 Mbit rail's quarter set a loop's pace (session 29, allreduce-step). The
-    pieces now follow the shares within 1/32 of the payload, rounded towards the channel
+    pieces now follow the shares within 1/32 of the payload (1/64 a rail: split_unit), rounded towards the channel
     that finishes first, and still cover the buffer exactly once."""
     p = planner(2, MIN_RAIL_PIECE="1k")
     key = bucket_of("allreduce", 8 << 10)
@@ -959,25 +959,23 @@ def test_a_small_split_is_rounded_by_time_not_onto_the_slow_rail():
     assert o0 == 0 and o1 == c0 and c0 + c1 == 2048
     # the slow rail's piece: at most its share (410 elements), not 512
     assert 2048 * 0.2 - 2048 / 32 <= c1 <= 2048 * 0.2 + 1
-    # what the rounding gives, exactly: whole units of 32 elements, the spare unit on the
-    # channel that finishes it first
-    from nezha.planner import quantize
-    assert quantize(2048, [0.8, 0.2]) == [1664, 384]
-    assert quantize(4096, [0.8, 0.2]) == [3328, 768]
-    assert quantize(1024, [0.8, 0.2]) == [820, 204]
-    assert quantize(4 << 20, [0.5, 0.5]) == [2 << 20, 2 << 20]
-    assert quantize(7, [0.5, 0.5]) == [4, 3]
-    assert quantize(100, [1.0, 0.0]) == [100, 0]
+    # what the rounding gives, exactly: whole units (16 elements at 2048 on two rails),
+    # each spare one on the channel that finishes it first
+    from nezha.planner import split_counts
+    assert split_counts(2048, [0.8, 0.2]) == [1648, 400]
+    assert split_counts(4 << 20, [0.5, 0.5]) == [2 << 20, 2 << 20]
+    assert split_counts(7, [0.5, 0.5]) == [4, 3]
+    assert split_counts(100, [1.0, 0.0]) == [100, 0]
 
 
 @settings(max_examples=300, deadline=None)
 @given(count=st.integers(0, 5_000_000),
        shares=st.lists(st.floats(0.01, 1.0), min_size=1, max_size=4))
-def test_quantize_covers_the_count_and_keeps_each_piece_near_its_share(count, shares):
-    from nezha.planner import ROUND, quantize
+def test_split_counts_cover_the_count_and_keep_each_piece_near_its_share(count, shares):
+    from nezha.planner import ROUND, split_counts
     tot = sum(shares)
     shares = [s / tot for s in shares]
-    got = quantize(count, shares)
+    got = split_counts(count, shares)
     assert sum(got) == count and all(c >= 0 for c in got)
     # no piece takes longer (count / share) than the fair time plus one unit on the
     # channel that takes longest over a unit (the greedy's bound)

@@ -7,7 +7,7 @@ slice's first element), not buffers; es is the element size; AVG is the caller's
 import numpy as np
 
 from nezha._core import engine as _eng
-from nezha.planner import ALGO_HIER, ALGO_RAB, ALGO_RD, ALGO_TREE
+from nezha.planner import ALGO_DIRECT, ALGO_HIER, ALGO_RAB, ALGO_RD, ALGO_TREE
 from nezha.types import DType, ReduceOp
 
 HIER_CHUNK = 256 << 10  # default bytes per hierarchical chunk (NEZHA_HIER_CHUNK)
@@ -69,6 +69,8 @@ def allgather(s, algo, chan, out, src, block, off, cnt, hosts, owners=None):
         _eng.hier_allgather(s, chan, out, src, block, off, cnt, hosts, owners)
     elif algo == ALGO_RD:
         _eng.rd_allgather(s, chan, out, src, block, off, cnt)
+    elif algo == ALGO_DIRECT:
+        _eng.direct_allgather(s, chan, out, src, block, off, cnt)
     else:
         _eng.ring_allgather(s, chan, out, src, block, off, cnt)
 
