@@ -711,6 +711,17 @@ def _median_of(rs, key):
     return statistics.median(vals) if vals else None
 
 
+def loop_period_us(result):
+    """Median time from one timed call's start to the next on rank 0 (the call plus the OSU
+    loop's barrier), from rank_calls; None without them. Where a shaped link sets the pace
+    (from ~4 KiB in the lab) every system's period is the link's time for its bytes, and the
+    OSU row only says on which ranks the wait for the shaper's tokens fell (session 29)."""
+    starts = ((result.get("rank_calls") or {}).get("start_us") or [[]])[0]
+    if len(starts) < 3:
+        return None
+    return statistics.median(b - a for a, b in zip(starts, starts[1:]))
+
+
 def summarize(doc_runs, systems_meta, nranks):
     """{collective: {system: [{size, nbytes, avg_us, busbw_gbps, reps, pct_limit, samples}]}}:
     per size, the median over repetitions of each run's OSU average latency."""
@@ -736,6 +747,8 @@ def summarize(doc_runs, systems_meta, nranks):
                              "max_avg_us": max(r["avg_us"] for r in rs),
                              "busbw_gbps": bb, "pct_limit": 100 * bb / lim if lim else None,
                              "reps": len(rs), "iterations": sum(r["iterations"] for r in rs),
+                             "period_us": _median_of(
+                                 [{"p": loop_period_us(r)} for r in rs], "p"),
                              "cpu_s_per_gb": _median_of(rs, "cpu_s_per_gb"),
                              "cpu_loop_s_per_gb": _median_of(rs, "cpu_loop_s_per_gb"),
                              "cpu_user_s": _median_of(rs, "cpu_user_s"),
@@ -884,6 +897,30 @@ def ratio_table(doc, coll, sizes=None):
     return lines
 
 
+def period_table(doc, coll, max_size=256 << 10):
+    """Markdown rows: per size up to max_size, the reference's loop period (loop_period_us)
+    and each other system's period over it (> 1: nezha's loop turns faster); [] without
+    rank_calls."""
+    summ = doc["summary"].get(coll, {})
+    ref = {r["size"]: r for r in summ.get(doc["reference"], [])}
+    others = [n for n in doc["systems"] if n != doc["reference"] and n in summ]
+    base = {n: {r["size"]: r for r in summ[n]} for n in others}
+    sizes = [z for z in sorted(ref) if z <= max_size and ref[z].get("period_us")]
+    if not sizes:
+        return []
+    head = ["Size", f"{doc['reference']} period (µs)"] + [f"/ {n}" for n in others]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
+    for size in sizes:
+        r = ref[size]
+        cells = [fmt_size(size), _f(r["period_us"], ".1f")]
+        for n in others:
+            b = base[n].get(size) or {}
+            cells.append(_f(b["period_us"] / r["period_us"], ".2f") if b.get("period_us")
+                         else "n/a")
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
 def cpu_table(doc, coll, sizes=None, min_size=0):
     """Markdown rows: per size and system, % of the system's limit and CPU s/GB moved (CPU_HOW);
     the lab's own raw TCP reach is in the lab lines."""
@@ -1026,6 +1063,14 @@ def markdown(doc):
         lines += ["", f"## {coll}: baseline latency / {doc['reference']} latency (> 1: nezha faster)", ""]
         lines += ratio_table(doc, coll)
         lines += ["", f"![busbw]({'busbw_' + coll}.png) ![latency]({'latency_' + coll}.png)"]
+        period = period_table(doc, coll)
+        if period:
+            lines += ["", f"Loop period up to 256 KiB: median start-to-start of rank 0's timed "
+                      "calls (call + barrier), baseline / nezha. Where a shaped link sets the "
+                      "pace, every system's period is the link's time for its bytes and the "
+                      "row above says only which ranks waited for the shaper.", ""]
+            lines += period
+
     for coll in doc["options"]["collectives"]:
         if coll not in doc["summary"]:
             continue

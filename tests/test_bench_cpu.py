@@ -183,3 +183,28 @@ def test_zero_copy_counters_reach_the_markdown():
     assert "nezha-all-zc: 6 sends (4.00 of 8.00 GB sent)" in line and "copied 6" in line
     assert "2 ENOBUFS" in line and "nezha-all:" not in line
     assert compare._zerocopy_lines({"runs": doc["runs"][2:]}) == []
+
+
+def test_loop_period_is_rank0s_median_start_to_start_and_reaches_the_table():
+    """The period a shaped link sets (session 29): rank 0's median start-to-start, median
+    over repetitions; a result without rank_calls (or too few calls) has none."""
+    def run(system, rep, starts):
+        r = _run(system, rep, 8192, None)
+        r["doc"]["results"][0]["rank_calls"] = {"start_us": [starts, [0.0] * len(starts)],
+                                                "us": [[1.0] * len(starts)] * 2}
+        return r
+    runs = [run("nezha-all", 0, [0.0, 400.0, 810.0, 1205.0]),   # gaps 400, 410, 395: 400
+            run("nezha-all", 1, [5.0, 425.0, 845.0]),           # 420, 420: 420
+            run("mpi-rail0", 0, [0.0, 500.0, 1010.0, 1500.0]),  # 500, 510, 490: 500
+            _run("mpi-all", 0, 8192, None)]
+    summ = compare.summarize(runs, {n: {"limit_gbps": 0.1} for n in
+                                    ("nezha-all", "mpi-rail0", "mpi-all")}, 4)
+    assert summ["allreduce"]["nezha-all"][0]["period_us"] == pytest.approx(410.0)
+    assert summ["allreduce"]["mpi-rail0"][0]["period_us"] == pytest.approx(500.0)
+    assert summ["allreduce"]["mpi-all"][0]["period_us"] is None
+    assert compare.loop_period_us({"rank_calls": {"start_us": [[0.0, 1.0]]}}) is None
+    doc = {"summary": summ, "reference": "nezha-all",
+           "systems": {"nezha-all": {}, "mpi-rail0": {}, "mpi-all": {}}}
+    lines = compare.period_table(doc, "allreduce")
+    assert lines[2] == "| 8 KiB | 410.0 | 1.22 | n/a |", lines
+    assert compare.period_table(doc, "allreduce", max_size=4096) == []
