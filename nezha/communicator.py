@@ -395,7 +395,8 @@ class Communicator(Executor, Diagnose):
                 # a tree's root sends src: a re-run's is the kept copy, dst_addr scratch
                 p = 0 if src is None else address(src) + off * es
                 slices.broadcast(s, algo, chan, root, dst_addr + off * es, p, cnt, self._hosts,
-                                 self.planner.rail_owners(chan))
+                                 self.planner.rail_owners(chan),
+                                 self.planner.flat_tree(chan, cnt * es, root))
             return build
 
         def plan():
