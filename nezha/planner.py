@@ -768,9 +768,13 @@ class Planner:
             rates = sorted(self.rail_rates, reverse=True)[: max(1, self.max_rails)]
             live = sum(1 for a in self.alive if a)
             extra = TREE_SLICE * self.layout.rail_alpha
-            k = min((self.layout.time("broadcast", "tree", nbytes, 1, root,
-                                      rate=sum(rates[:j])) + (j - 1) * extra, j)
-                    for j in range(1, min(len(rates), max(live, 1)) + 1))[1]
+            times = [(self.layout.time("broadcast", "tree", nbytes, 1, root,
+                                       rate=sum(rates[:j])) + (j - 1) * extra, j)
+                     for j in range(1, min(len(rates), max(live, 1)) + 1)]
+            k = min(times)[1]
+            if log.enabled("INFO", "PLAN"):
+                log.info("PLAN", f"broadcast tree of {nbytes} B: {k} rail(s) ("
+                         + ", ".join(f"{j}: {t * 1e6:.0f} us" for t, j in times) + ")")
             if len(self._rails_memo) >= 1024:
                 self._rails_memo.clear()
             self._rails_memo[key] = k
@@ -803,8 +807,13 @@ class Planner:
         got = self._rails_memo.get(key)
         if got is None:
             rate = self.rail_rates[min(chan // max(self.nconns, 1), len(self.rail_rates) - 1)]
-            got = (self.layout.time("broadcast", "star", nbytes, 1, root, rate=rate)
-                   < self.layout.time("broadcast", "tree", nbytes, 1, root, rate=rate))
+            star = self.layout.time("broadcast", "star", nbytes, 1, root, rate=rate)
+            tree = self.layout.time("broadcast", "tree", nbytes, 1, root, rate=rate)
+            got = star < tree
+            if log.enabled("INFO", "PLAN"):
+                log.info("PLAN", f"broadcast tree of {nbytes} B on channel {chan}: "
+                         f"{'one round' if got else 'binomial'} (one round {star * 1e6:.0f} us, "
+                         f"binomial {tree * 1e6:.0f} us)")
             if len(self._rails_memo) >= 1024:
                 self._rails_memo.clear()
             self._rails_memo[key] = got
