@@ -398,7 +398,8 @@ class Communicator(Executor, Diagnose):
                 p = 0 if src is None else address(src) + off * es
                 slices.broadcast(s, algo, chan, root, dst_addr + off * es, p, cnt, self._hosts,
                                  self.planner.rail_owners(chan),
-                                 self._hier if lazy and off == 0 else None)
+                                 self._hier if lazy and off == 0 else None,
+                                 self.planner.flat_tree(chan, cnt * es, root))
             return build
 
         def plan():

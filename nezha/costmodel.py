@@ -402,7 +402,7 @@ STEP_EFF = 0.85     # share of the link rate a step that does not stream from th
                     # step before and its reduction, so the pipe drains and refills at every
                     # step, where ring and chain stream from step to step. It is what makes
                     # the ring win over rab for large payloads at the same bytes on the wire
-UNPIPELINED = ("rd", "rab", "tree", "direct")
+UNPIPELINED = ("rd", "rab", "tree", "direct", "star")
 DIRECT_MSG = 0.5    # the direct allgather's step posts n - 1 sends and receives at once:
                     # each after the first costs this many step latencies (CPU: a system
                     # call, a header and a wake-up each way). Not measured on its own: at
@@ -539,6 +539,10 @@ class Layout:
             k *= 2
         return rounds
 
+    def _star(self, root):
+        """Links of the one-round tree from root: the root sends to every other rank."""
+        return self._links([(root, (root + v) % self.n) for v in range(1, self.n)])
+
     def _step(self, links, nbytes, bx, eff=1.0, hop=None):
         e, local = links
         if not e:
@@ -574,6 +578,8 @@ class Layout:
                        else 0.0))
         if algo == "tree":
             return sum(self._step(lk, s, bx, eff, hop) for lk in self._tree(root))
+        if algo == "star":  # one step, the root's bytes to every other host at once
+            return self._step(self._star(root), s, bx, eff, hop)
         if algo == "hier":  # every phase pipelined; L ranks share the host's rails
             H, L = self.H, self.L or 1
             if coll == "allreduce":   # rs in host, allreduce across hosts, ag in host

@@ -34,6 +34,11 @@ MAX_PIECES = 64  # slices of one collective (the vote carries one bit per slice)
 # the others (broadcast's chain, reduce, alltoall, a re-run) keep the minimum piece
 PIECE_MODEL_COLLS = ("allreduce", "allgather", "reduce_scatter")
 SPLIT_ALGOS = ("ring", "rd", "rab", "direct")  # split plans whose rails the model picks
+# Steps of rail latency one more rail's slice adds to a small broadcast's tree: its slices
+# run side by side (each a whole tree on its rail), so the extra slice costs the ranks'
+# CPU for its sends and receives, not a round of its own. Lab, 4 x 1, 400 + 100: 2 KiB
+# cost ~5 us more on two rails, 4 KiB ~15 us less (docs/results/session29/bcast-small)
+TREE_SLICE = 0.5
 
 
 class Plan:
@@ -758,13 +763,82 @@ class Planner:
     def broadcast(self, count, esize, small_algo=ALGO_TREE, root=0):
         """Plan for a broadcast: a tree for small payloads (or small_algo: ALGO_RD, an
         allreduce in which the other ranks add nothing, which with failover follows a lazy
-        tree), a pipelined chain or hier for large."""
+        tree), a pipelined chain or hier for large. The tree is striped over as many rails
+        as the model finds worth their slice (_tree_rails), each rail's slice a whole tree."""
         algo = self.algorithm("broadcast", count * esize, root)
         if algo == ALGO_TREE:
             key = bucket_of("broadcast-tree", count * esize)
+            k = self._tree_rails(count * esize, root)
+            if k > 1 and count >= k:
+                return Plan(self._tree_slices(count, k), small_algo, key, esize)
             return Plan([(self.best_channel(key), 0, count)], small_algo, key, esize)
         slices, key = self.split("broadcast", count, esize)
         return Plan(slices, algo, key, esize, self._owner_tag(algo))
+
+    def _tree_rails(self, nbytes, root=0):
+        """Rails (the fastest first) a small broadcast's tree is striped over: the count
+        with the shortest modelled tree, each rail after the first paying TREE_SLICE steps.
+        Only where the model picks rails at all (piece_model: auto, one rank per host, a
+        measured step, one connection per rail); else one. From agreed inputs only (rates,
+        step latency, measured hop cost): the same on every rank."""
+        if not self.piece_model or self.ranks < 2:
+            return 1
+        key = ("tree", nbytes, root)
+        k = self._rails_memo.get(key)
+        if k is None:
+            rates = sorted(self.rail_rates, reverse=True)[: max(1, self.max_rails)]
+            live = sum(1 for a in self.alive if a)
+            extra = TREE_SLICE * self.layout.rail_alpha
+            times = [(self.layout.time("broadcast", "tree", nbytes, 1, root,
+                                       rate=sum(rates[:j])) + (j - 1) * extra, j)
+                     for j in range(1, min(len(rates), max(live, 1)) + 1)]
+            k = min(times)[1]
+            if log.enabled("INFO", "PLAN"):
+                log.info("PLAN", f"broadcast tree of {nbytes} B: {k} rail(s) ("
+                         + ", ".join(f"{j}: {t * 1e6:.0f} us" for t, j in times) + ")")
+            if len(self._rails_memo) >= 1024:
+                self._rails_memo.clear()
+            self._rails_memo[key] = k
+        return k
+
+    def _tree_slices(self, count, k):
+        """[(channel, off, cnt)] of a tree striped over the k live channels the prior rates
+        rank first, shared by those rates (the agreed prior: never a bucket's own, which a
+        rank could have moved alone; lazy trees feed no bucket anyway)."""
+        prior = self.model.prior()
+        live = [c for c in range(self.nchan) if self.alive[c]] or [0]
+        top = sorted(live, key=lambda c: (-prior[c], c))[:k]
+        shares = self.model.prior_shares([c in top for c in range(self.nchan)])
+        slices, off, order = [], 0, sorted(top)
+        for i, c in enumerate(order):
+            cnt = count - off if i == len(order) - 1 else int(count * shares[c])
+            if cnt > 0:
+                slices.append((c, off, cnt))
+            off += cnt
+        return slices
+
+    def flat_tree(self, chan, nbytes, root=0):
+        """Whether a tree's slice of nbytes on chan runs in one round (the root sends to
+        every other rank itself) rather than binomial: when the model prices that one step
+        below the binomial tree's log2(n) at chan's rate (latency-bound payloads). Only where
+        piece_model holds (one rank per host, a measured step); the same on every rank."""
+        if not self.piece_model or self.ranks < 3:
+            return False
+        key = ("star", chan, nbytes, root)
+        got = self._rails_memo.get(key)
+        if got is None:
+            rate = self.rail_rates[min(chan // max(self.nconns, 1), len(self.rail_rates) - 1)]
+            star = self.layout.time("broadcast", "star", nbytes, 1, root, rate=rate)
+            tree = self.layout.time("broadcast", "tree", nbytes, 1, root, rate=rate)
+            got = star < tree
+            if log.enabled("INFO", "PLAN"):
+                log.info("PLAN", f"broadcast tree of {nbytes} B on channel {chan}: "
+                         f"{'one round' if got else 'binomial'} (one round {star * 1e6:.0f} us, "
+                         f"binomial {tree * 1e6:.0f} us)")
+            if len(self._rails_memo) >= 1024:
+                self._rails_memo.clear()
+            self._rails_memo[key] = got
+        return got
 
     def reduce(self, count, esize):
         """Plan for a reduce: small payloads whole (recursive doubling), large ones split."""

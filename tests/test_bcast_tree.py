@@ -37,16 +37,22 @@ def test_a_lazy_tree_keeps_the_collective_before_it_too():
     assert st.pending is None and st.pending_prev is None and not st.prev_early
 
 
-@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 8])
-def test_small_broadcasts_in_sequences_are_exact(n):
+@pytest.mark.parametrize("n,tree", [(1, ""), (2, ""), (3, ""), (4, ""), (5, ""), (8, ""),
+                                    (3, "flat"), (4, "striped"), (4, "striped-flat"),
+                                    (5, "striped-flat")])
+def test_small_broadcasts_in_sequences_are_exact(n, tree):
     """Every root, sizes 0, 1, primes and the 4 B-16 KiB boundaries, two rails (failover):
     back to back (tree, allreduce, tree), after an allreduce and a barrier, queued, and on
-    kept buffers (the fast path must run what the slow path would plan)."""
-    env = {"NEZHA_RAILS": "loop", "NEZHA_TIMEOUT": "60"}
+    kept buffers (the fast path must run what the slow path would plan). tree: the tree
+    striped over both rails and/or in one round (TEST_TREE, tests/_tree.py), as the lab's
+    4 x 1 runs it by the model (Planner._tree_rails, Planner.flat_tree)."""
+    env = {"NEZHA_RAILS": "loop", "NEZHA_TIMEOUT": "60", "TEST_TREE": tree}
     res = spawn(n, None, env=env, timeout=600, worker=WORKER)
     for rc, r, out in res:
         assert rc == 0 and r is not None, out[-3000:]
         assert r["wrong"] == [], (r["wrong"][:10], out[-2000:])
+    if n > 1:  # striped: some broadcast ran on both rails (TEST_TREE took)
+        assert (2 in res[0][1]["rails"]) == ("striped" in tree), res[0][1]["rails"]
     algos = [[tuple(x) for x in r["algos"]] for _, r, _ in res]
     assert all(a == algos[0] for a in algos), "ranks ran different algorithms"
     if n > 1:

@@ -362,19 +362,23 @@ def test_fast_path_collectives_survive_faults(tmp_path, bits):
     assert all(results[0]["alive"].values()), results[0]["alive"]
 
 
-@pytest.mark.parametrize("bits", ["deaf", "stall", "reset"])
-def test_small_broadcasts_survive_faults(tmp_path, bits):
+@pytest.mark.parametrize("bits,tree", [("deaf", ""), ("stall", ""), ("reset", ""),
+                                       ("deaf", "striped-flat"), ("reset", "striped-flat"),
+                                       ("stall", "striped")])
+def test_small_broadcasts_survive_faults(tmp_path, bits, tree):
     """Faults while the ranks run small broadcasts three in a row, the root turning (a lazy
     tree whose root and inner ranks return once their sends are handed to the rail, then the
     allreduce that follows such a tree, then a tree; failover_worker.bcasts), some on kept
     buffers (the fast path), the roots' buffers overwritten after each call, then an
     allgather striped over both rails (a cut of the rail the broadcasts do not use is met
-    there): every result exact, the rail re-admitted."""
+    there): every result exact, the rail re-admitted. tree: the trees striped over both
+    rails and/or in one round (TEST_TREE, tests/_tree.py): a cut meets a slice of each."""
     def inject(table, ranks):
         for k in range(3):
             fault_cycle(table, ranks, lambda: _cut(table, k, bits), runs=40)
 
-    results, out = _run(tmp_path, "bcast", "loop", inject, {"NEZHA_MIN_RAIL_PIECE": "16"})
+    results, out = _run(tmp_path, "bcast", "loop", inject, {"NEZHA_MIN_RAIL_PIECE": "16",
+                                                            "TEST_TREE": tree})
     assert all(results), out
     for r in results:
         assert r["error"] is None and r["wrong"] == 0 and r["done"] > 100, (r, out)
@@ -382,7 +386,8 @@ def test_small_broadcasts_survive_faults(tmp_path, bits):
     assert all(results[0]["alive"].values()), results[0]["alive"]
 
 
-def test_ranks_two_behind_a_lazy_tree_are_helped(tmp_path):
+@pytest.mark.parametrize("tree", ["", "striped-flat"])
+def test_ranks_two_behind_a_lazy_tree_are_helped(tmp_path, tree):
     """The fault is set while the ranks wait (failover_worker._pause), then they run an
     allreduce, a small broadcast from rank k (a lazy tree), the one after it and an
     allreduce. Rank 3 (then 2) deaf on one rail: the rank it feeds and it cannot finish the
@@ -393,7 +398,7 @@ def test_ranks_two_behind_a_lazy_tree_are_helped(tmp_path):
     (a small broadcast ran as an allreduce): no broadcast was ever re-run for a rank behind
     (this failed)."""
     d, inject = _deafen_at_each_pause(tmp_path)
-    env = {"TEST_INJECT_DIR": str(d), "TEST_PAUSE_CAUGHT": "bcast"}
+    env = {"TEST_INJECT_DIR": str(d), "TEST_PAUSE_CAUGHT": "bcast", "TEST_TREE": tree}
     results, out = _run(tmp_path, "small", "loop", inject, env)
     assert all(results), out
     for r in results:

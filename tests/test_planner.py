@@ -981,3 +981,44 @@ def test_split_counts_cover_the_count_and_keep_each_piece_near_its_share(count, 
     # channel that takes longest over a unit (the greedy's bound)
     for c, s in zip(got, shares):
         assert c / s <= count + ROUND / min(shares) + 1e-6
+
+
+# ---- the small broadcast's tree: striped and one-round by the model (session 29) ----------
+
+def _lab_400_100():
+    """The 4 x 1 lab on 400 + 100 as session 29's job saw it: probed 259 + 64 Mbit/s (a ring's
+    payload; the prior splits 80/20), step 23.7 us."""
+    from nezha.planner import layout_planner
+    p = layout_planner(Config.load({}, environ={}), [0, 1, 2, 3], [259.0, 64.0], failover=True)
+    p.set_rail_rates([259.0, 64.0], ring_payload=True)
+    p.set_step_latency(23.7e-6, "test")
+    return p
+
+
+def test_the_small_broadcast_tree_is_striped_and_one_round_by_the_model():
+    """4 x 1 with a measured step (_lab_400_100): a few bytes run in one round (the root to
+    every rank: one step instead of two), a byte-bound 4 KiB tree on both rails by their
+    rates, covering the payload once, the same plan on every rank; a minimum piece set by
+    hand keeps one binomial tree on one rail; a dead rail, the live one. Fails on main (4
+    KiB whole on rail 0; no one-round tree)."""
+    ranks = [_lab_400_100() for _ in range(4)]
+    plans = [p.broadcast(4096, 1) for p in ranks]
+    assert len({(pl.hash, tuple(pl.slices)) for pl in plans}) == 1
+    pl = plans[0]
+    assert pl.algo == ALGO_TREE and sorted(pl.chans) == [0, 1], pl
+    assert sum(c for _, _, c in pl.slices) == 4096 and pl.slices[1][1] == pl.slices[0][2]
+    assert pl.slices[0][2] > 3 * pl.slices[1][2], pl  # by the rates: rail 0 carries ~80 %
+    p = ranks[0]
+    assert p.flat_tree(0, 4) and not p.flat_tree(0, 4096)
+    small = p.broadcast(4, 1)
+    assert small.slices == [(0, 0, 4)] and small.algo == ALGO_TREE
+    # the allreduce that follows a lazy tree (back to back) keeps the striped slices
+    assert p.broadcast(4096, 1, ALGO_RD).slices == pl.slices
+    from nezha.planner import layout_planner
+    fixed = layout_planner(Config.load({"MIN_RAIL_PIECE": "32k"}, environ={}), [0, 1, 2, 3],
+                           [259.0, 64.0], failover=True)
+    fixed.set_step_latency(23.7e-6, "test")
+    assert len(fixed.broadcast(4096, 1).slices) == 1 and not fixed.flat_tree(0, 4)
+    p.alive[1] = False  # a dead rail: the tree on the live one
+    p._rails_memo.clear()
+    assert [c for c, _, _ in p.broadcast(4096, 1).slices] == [0]

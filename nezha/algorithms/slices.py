@@ -43,7 +43,8 @@ def reduce(s, algo, chan, root, at_root, out, src, cnt, es, hier, chunk=HIER_CHU
         _eng.ring_reduce(s, chan, root, out if at_root else 0, src, cnt, work)
 
 
-def broadcast(s, algo, chan, root, out, src, cnt, hosts, owners=None, sync=None):
+def broadcast(s, algo, chan, root, out, src, cnt, hosts, owners=None, sync=None,
+              flat=False):
     """ALGO_RD: an allreduce that ORs bytes, the root's buffer (src) against the others'
     zeros; hierarchical; else a binomial tree (ALGO_TREE; the root sends src when given:
     a lazy tree's re-run sends the root's kept copy) or a chain.
@@ -59,7 +60,7 @@ def broadcast(s, algo, chan, root, out, src, cnt, hosts, owners=None, sync=None)
         _eng.hier_broadcast(s, chan, root, out, cnt, hosts, owners, src)
     else:
         _eng.tree_broadcast(s, chan, root, out, cnt, algo == ALGO_TREE,
-                            src if algo == ALGO_TREE else 0)
+                            src if algo == ALGO_TREE else 0, flat and algo == ALGO_TREE)
 
 
 def allgather(s, algo, chan, out, src, block, off, cnt, hosts, owners=None):

@@ -72,7 +72,8 @@ def _build(s, coll, plan, rank, planner, count, es, root):
         elif coll == "reduce":
             slices.reduce(s, algo, chan, root, rank == root, o, p, cnt, es, hier, owners=own)
         elif coll == "broadcast":
-            slices.broadcast(s, algo, chan, root, o, p, cnt, hosts, own)
+            slices.broadcast(s, algo, chan, root, o, p, cnt, hosts, own,
+                             planner.flat_tree(chan, cnt * es, root))
         elif coll == "allgather":
             slices.allgather(s, algo, chan, _OUT, _IN, count, off, cnt, hosts, own)
         elif coll == "reduce_scatter":

@@ -10,6 +10,7 @@ import numpy as np
 import nezha
 from nezha.planner import ALGO_NAMES
 from tests._result import report
+from tests._tree import force_tree
 
 # bytes: none, one, primes, the 4 B-16 KiB boundaries (and one past each)
 SIZES = [0, 1, 3, 4, 5, 13, 97, 1021, 4095, 4096, 4097, 8191, 8192, 8209, 16383, 16384, 16385]
@@ -22,8 +23,9 @@ def data(nbytes, root, k):
 
 def main():
     comm = nezha.Communicator()
+    force_tree(comm)  # TEST_TREE (tests/_tree.py)
     r, n = comm.rank, comm.size
-    wrong, algos, k = [], [], 0
+    wrong, algos, k, rails = [], [], 0, set()
 
     def bcast(nbytes, root, buf=None, dt=np.uint8):
         nonlocal k
@@ -34,6 +36,7 @@ def main():
         buf[:] = want if r == root else 0
         comm.broadcast(buf.view(dt) if nbytes % np.dtype(dt).itemsize == 0 else buf, root=root)
         algos.append((ALGO_NAMES[comm._st.last_plan.algo] if n > 1 else "none", nbytes))
+        rails.add(len({c for c, _, _ in comm._st.last_plan.slices}))
         if r == root:
             buf[:] = 0  # the caller owns it again: a re-run must use the copy kept
         if r != root and not np.array_equal(buf, want):
@@ -75,7 +78,7 @@ def main():
                 comm.barrier()
                 algos.append(("other", 0))
     st = comm.stats()
-    report(dict(wrong=wrong, algos=algos, fast=st["fast_path_calls"], votes=st["votes"],
+    report(dict(wrong=wrong, algos=algos, rails=sorted(rails), fast=st["fast_path_calls"], votes=st["votes"],
                 events=len(st["events"])))
     comm.close()
 

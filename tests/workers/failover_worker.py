@@ -13,6 +13,7 @@ import numpy as np
 
 import nezha
 from tests._result import report
+from tests._tree import force_tree
 
 
 # with no elements too: such a collective moves only headers (it votes; the soak found it
@@ -277,6 +278,7 @@ def _status(comm, done, last):
 
 def main(stop, kind):
     comm = nezha.Communicator()
+    force_tree(comm)  # TEST_TREE (tests/_tree.py)
     r, n = comm.rank, comm.size
     wrong = done = 0
     count = 300_007  # odd, prime: slices and pieces that do not divide evenly
