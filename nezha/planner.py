@@ -464,24 +464,32 @@ class Planner:
         """How many rails (the fastest first) give the shortest modelled time for nbytes of
         coll by name, each rail after the first paying _slice_cost. From the agreed rail
         rates and step latency only: the same on every rank."""
-        key = (coll, name, nbytes)
-        k = self._rails_memo.get(key)
-        if k is None:
-            rates = sorted(self.rail_rates, reverse=True)[: max(1, self.max_rails)]
-            extra = self._slice_cost(coll, name)
-            # at the sustained rates: SLICE_STEP was measured against those byte prices
-            # (session 26). With the measured byte cost of small steps (Layout.hop) a
-            # second slice at 4-8 KiB saved less than 0.75 steps and rab 8 KiB ran on one
-            # rail: 184-195 us against 104-139 on two (docs/results/session27/bytecost)
-            measured = self._rails_measured(coll, name, nbytes)
-            best = min((self.layout.time(coll, name, nbytes, j, rate=sum(rates[:j]),
-                                         measured=measured)
-                        + (j - 1) * extra, j) for j in range(1, len(rates) + 1))
-            k = best[1]
+        return self._rails_memoized((coll, name, nbytes),
+                                    lambda: self._count_rails(coll, name, nbytes))
+
+    def _count_rails(self, coll, name, nbytes):
+        rates = sorted(self.rail_rates, reverse=True)[: max(1, self.max_rails)]
+        extra = self._slice_cost(coll, name)
+        # at the sustained rates: SLICE_STEP was measured against those byte prices
+        # (session 26). With the measured byte cost of small steps (Layout.hop) a
+        # second slice at 4-8 KiB saved less than 0.75 steps and rab 8 KiB ran on one
+        # rail: 184-195 us against 104-139 on two (docs/results/session27/bytecost)
+        measured = self._rails_measured(coll, name, nbytes)
+        best = min((self.layout.time(coll, name, nbytes, j, rate=sum(rates[:j]),
+                                     measured=measured)
+                    + (j - 1) * extra, j) for j in range(1, len(rates) + 1))
+        return best[1]
+
+    def _rails_memoized(self, key, compute):
+        """compute() once per key (the planner's rail choices: their inputs change only
+        with the rates, the step latency or a rail's life, which clear the memo)."""
+        got = self._rails_memo.get(key)
+        if got is None:
+            got = compute()
             if len(self._rails_memo) >= 1024:
                 self._rails_memo.clear()
-            self._rails_memo[key] = k
-        return k
+            self._rails_memo[key] = got
+        return got
 
     def flat_times(self, coll, nbytes, root=0):
         """{flat algorithm: modelled seconds} of the candidates for nbytes of coll.
@@ -593,13 +601,12 @@ class Planner:
         """Seconds of a closing vote (with failover; 0 without), as flat_times prices it."""
         if not self.failover:
             return 0.0
-        rate = max(self.rail_rates) if self.rail_rates else None
         # an all-to-all of STATUS frames, P (P - 1) in all: VOTE_COST was set at 4 x 1
         # (VOTE_CAL_FRAMES); at 2 x 4 (8 ranks, 56 frames, 2 CPUs) the closing vote of a
         # hier broadcast cost ~1000 us (NEZHA_FAILOVER=0: hier 16 KiB 171 us, with it 1183)
         # where the unscaled price said ~205 (docs/results/session28/bcast-hier)
         scale = max(1.0, self.ranks * (self.ranks - 1) / VOTE_CAL_FRAMES)
-        return VOTE_COST * scale * self.layout.time("allreduce", "rd", 8, 1, rate=rate)
+        return VOTE_COST * scale * self._sync_time()  # VOTE_COST small allreduces (rd of 8 B)
 
     def _sync_time(self):
         """Seconds of the barrier a lazy hierarchical broadcast opens with (with failover;
@@ -806,22 +813,20 @@ class Planner:
         step latency, measured hop cost): the same on every rank."""
         if not self.piece_model or self.ranks < 2:
             return 1
-        key = ("tree", nbytes, root)
-        k = self._rails_memo.get(key)
-        if k is None:
-            rates = sorted(self.rail_rates, reverse=True)[: max(1, self.max_rails)]
-            live = sum(1 for a in self.alive if a)
-            extra = TREE_SLICE * self.layout.rail_alpha
-            times = [(self.layout.time("broadcast", "tree", nbytes, 1, root,
-                                       rate=sum(rates[:j])) + (j - 1) * extra, j)
-                     for j in range(1, min(len(rates), max(live, 1)) + 1)]
-            k = min(times)[1]
-            if log.enabled("INFO", "PLAN"):
-                log.info("PLAN", f"broadcast tree of {nbytes} B: {k} rail(s) ("
-                         + ", ".join(f"{j}: {t * 1e6:.0f} us" for t, j in times) + ")")
-            if len(self._rails_memo) >= 1024:
-                self._rails_memo.clear()
-            self._rails_memo[key] = k
+        return self._rails_memoized(("tree", nbytes, root),
+                                    lambda: self._count_tree_rails(nbytes, root))
+
+    def _count_tree_rails(self, nbytes, root):
+        rates = sorted(self.rail_rates, reverse=True)[: max(1, self.max_rails)]
+        live = sum(1 for a in self.alive if a)
+        extra = TREE_SLICE * self.layout.rail_alpha
+        times = [(self.layout.time("broadcast", "tree", nbytes, 1, root,
+                                   rate=sum(rates[:j])) + (j - 1) * extra, j)
+                 for j in range(1, min(len(rates), max(live, 1)) + 1)]
+        k = min(times)[1]
+        if log.enabled("INFO", "PLAN"):
+            log.info("PLAN", f"broadcast tree of {nbytes} B: {k} rail(s) ("
+                     + ", ".join(f"{j}: {t * 1e6:.0f} us" for t, j in times) + ")")
         return k
 
     def _tree_slices(self, count, k):
@@ -847,21 +852,18 @@ class Planner:
         piece_model holds (one rank per host, a measured step); the same on every rank."""
         if not self.piece_model or self.ranks < 3:
             return False
-        key = ("star", chan, nbytes, root)
-        got = self._rails_memo.get(key)
-        if got is None:
-            rate = self.rail_rates[min(chan // max(self.nconns, 1), len(self.rail_rates) - 1)]
-            star = self.layout.time("broadcast", "star", nbytes, 1, root, rate=rate)
-            tree = self.layout.time("broadcast", "tree", nbytes, 1, root, rate=rate)
-            got = star < tree
-            if log.enabled("INFO", "PLAN"):
-                log.info("PLAN", f"broadcast tree of {nbytes} B on channel {chan}: "
-                         f"{'one round' if got else 'binomial'} (one round {star * 1e6:.0f} us, "
-                         f"binomial {tree * 1e6:.0f} us)")
-            if len(self._rails_memo) >= 1024:
-                self._rails_memo.clear()
-            self._rails_memo[key] = got
-        return got
+        return self._rails_memoized(("star", chan, nbytes, root),
+                                    lambda: self._star_wins(chan, nbytes, root))
+
+    def _star_wins(self, chan, nbytes, root):
+        rate = self.rail_rates[min(chan // max(self.nconns, 1), len(self.rail_rates) - 1)]
+        star = self.layout.time("broadcast", "star", nbytes, 1, root, rate=rate)
+        tree = self.layout.time("broadcast", "tree", nbytes, 1, root, rate=rate)
+        if log.enabled("INFO", "PLAN"):
+            log.info("PLAN", f"broadcast tree of {nbytes} B on channel {chan}: "
+                     f"{'one round' if star < tree else 'binomial'} (one round "
+                     f"{star * 1e6:.0f} us, binomial {tree * 1e6:.0f} us)")
+        return star < tree
 
     def reduce(self, count, esize):
         """Plan for a reduce: small payloads whole (recursive doubling), large ones split."""
