@@ -100,3 +100,37 @@ def test_striped_trees_on_400_plus_100_are_exact_and_cut_by_split_counts(n):
     assert _same_cuts(res) > 20
     assert any(s[1][2] < 0.21 * c and s[1][2] > 0.19 * c
                for c, s, _ in res[0][1]["cuts"] if len(s) == 2 and c >= 4096)
+
+
+KEEP_WORKER = os.path.join(ROOT, "tests", "workers", "bcast_keep_worker.py")
+
+
+@pytest.mark.parametrize("layout", ["4x1", "2x2"])
+def test_lazy_broadcasts_keep_no_copy_of_the_zeros(layout):
+    """A lazy broadcast (tree, the allreduce of zeros after one, hierarchical up to 256 KiB
+    at 2 x 2) keeps its input for a re-run. On a rank other than the root that input is the
+    library's zeros, which nothing writes: it keeps them as they are, on the slow path and
+    the fast path, where it copied up to 256 KiB a call (session 29's lazy hier; fails on
+    that code: "copy"). The root keeps a copy apart from its buffer; every result exact.
+    Re-runs from what is kept, through rail faults: tests/test_loop_faults.py."""
+    env = {"NEZHA_RAILS": "loop,shm" if layout == "2x2" else "loop", "NEZHA_TIMEOUT": "60"}
+    rank_env = ({q: {"NEZHA_HOST_ID": f"h{q // 2}"} for q in range(4)} if layout == "2x2"
+                else None)
+    res = spawn(4, None, env=env, rank_env=rank_env, timeout=600, worker=KEEP_WORKER)
+    for rc, r, out in res:
+        assert rc == 0 and r is not None, out[-3000:]
+        assert r["wrong"] == [], r["wrong"][:10]
+    algos = set()
+    for _, r, _ in res:
+        for nbytes, root, rep, algo, fast, kind in r["kept"]:
+            if kind == "none":  # not lazy (voted: a large chain; nothing kept)
+                assert nbytes > 8192, (nbytes, algo)
+                continue
+            algos.add((algo, nbytes > 8192))
+            want = "zeros" if r["rank"] != root else "copy"
+            assert kind == want, (r["rank"], nbytes, root, rep, algo, fast, kind)
+    assert {("tree", False), ("rd", False)} <= algos, algos
+    if layout == "2x2":  # lazy hier ones up to 256 KiB
+        assert ("hier", True) in algos, algos
+    fast = [x for _, r, _ in res for x in r["kept"] if x[4] and x[5] != "none"]
+    assert fast, "no lazy broadcast ran through the fast path"
