@@ -118,6 +118,14 @@ class Spares:
             buf = self._named[name] = zeroed(max(nbytes, 4096), huge)
         return buf[:nbytes]
 
+    def is_zeros(self, buf):
+        """buf is the start of the named "zeros" buffer (a lazy broadcast's input on a rank
+        other than its root, Communicator._broadcast): nothing ever writes it, so a lazy
+        collective keeps it as its input as it is, with no copy of its own."""
+        z = self._named.get("zeros")
+        return (z is not None and buf is not None and buf.nbytes <= z.nbytes
+                and address(buf) == address(z))
+
     def lend(self, name, nbytes):
         """A uint8 buffer of at least nbytes, this caller's until give_back; or None."""
         with self._lock:

@@ -223,7 +223,9 @@ class Executor:
         snap = src
         if voting and src is not None and (inplace or lazy):
             pre = None if req.presnap is None else req.presnap[1]  # taken when posted
-            if lazy:  # kept past the call (a rank behind may need it): its own copy
+            if lazy and pre is None and self._spares.is_zeros(src):
+                snap = src  # the zeros a broadcast's other ranks add: never written
+            elif lazy:  # kept past the call (a rank behind may need it): its own copy
                 snap = (src if pre is None else pre).copy()
             elif pre is not None:  # needed only until the vote
                 snap = pre
@@ -254,7 +256,7 @@ class Executor:
             tmpl = types.SimpleNamespace(name=req.name, spec=req.spec[:8] + (None, inplace),
                                          retarget=req.retarget)
             self._fast.put(coll, sendbuf, recvbuf, a, out, fsrc, fop, root, wout, s, plan,
-                           ranges, lazy, voting, tmpl, keep)
+                           ranges, lazy, voting, tmpl, keep, self._spares.is_zeros(fsrc))
 
     def _out_of_place(self, req, voting):
         """The spare an in-place collective with failover runs into, out of place, or None.

@@ -832,14 +832,16 @@ class Planner:
     def _tree_slices(self, count, k):
         """[(channel, off, cnt)] of a tree striped over the k live channels the prior rates
         rank first, shared by those rates (the agreed prior: never a bucket's own, which a
-        rank could have moved alone; lazy trees feed no bucket anyway)."""
+        rank could have moved alone; lazy trees feed no bucket anyway), cut as split cuts
+        (split_counts: whole units, each unit left over where the tree finishes first; the
+        old int(count x share) gave the last rail the rest: 4 KiB on 400 + 100 was 3276/820
+        bytes, split_counts 3296/800)."""
         prior = self.model.prior()
         live = [c for c in range(self.nchan) if self.alive[c]] or [0]
         top = sorted(live, key=lambda c: (-prior[c], c))[:k]
         shares = self.model.prior_shares([c in top for c in range(self.nchan)])
         slices, off, order = [], 0, sorted(top)
-        for i, c in enumerate(order):
-            cnt = count - off if i == len(order) - 1 else int(count * shares[c])
+        for c, cnt in zip(order, split_counts(count, [shares[c] for c in order])):
             if cnt > 0:
                 slices.append((c, off, cnt))
             off += cnt

@@ -9,7 +9,7 @@ import types
 import pytest
 
 from nezha._core import engine as _eng
-from nezha.planner import ALGO_RD, ALGO_TREE, Plan
+from nezha.planner import ALGO_RD, ALGO_TREE, Plan, split_counts
 from tests.spawn import spawn
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -51,6 +51,7 @@ def test_small_broadcasts_in_sequences_are_exact(n, tree):
     for rc, r, out in res:
         assert rc == 0 and r is not None, out[-3000:]
         assert r["wrong"] == [], (r["wrong"][:10], out[-2000:])
+    _same_cuts(res)
     if n > 1:  # striped: some broadcast ran on both rails (TEST_TREE took)
         assert (2 in res[0][1]["rails"]) == ("striped" in tree), res[0][1]["rails"]
     algos = [[tuple(x) for x in r["algos"]] for _, r, _ in res]
@@ -65,3 +66,71 @@ def test_small_broadcasts_in_sequences_are_exact(n, tree):
                 assert y == 0, seq
             if b == "rd":
                 assert a == "tree" and x > 0, seq
+
+
+def _same_cuts(res):
+    """Every rank cut every broadcast alike, and a striped tree's pieces are split_counts'
+    of the prior's shares (contiguous, covering the count, none empty)."""
+    cuts = [r["cuts"] for _, r, _ in res]
+    assert all(c == cuts[0] for c in cuts), "ranks cut a broadcast differently"
+    striped = 0
+    for count, slices, shares in cuts[0]:
+        assert sum(x[2] for x in slices) == count and all(x[2] > 0 for x in slices) or count < 2
+        if len(slices) > 1:
+            striped += 1
+            assert [x[2] for x in slices] == [c for c in split_counts(count, shares) if c], (
+                count, slices, shares)
+            assert [x[1] for x in slices] == [sum(y[2] for y in slices[:i])
+                                              for i in range(len(slices))]
+    return striped
+
+
+@pytest.mark.parametrize("n", [3, 4])
+def test_striped_trees_on_400_plus_100_are_exact_and_cut_by_split_counts(n):
+    """The striped tree with the prior of 400 + 100 (4:1, alike on every rank): every
+    result exact (sizes 0, 1, primes, not divisible), every rank the same slices, each
+    striped one split_counts' cut (the old int(count x share) gave the 100 the rest: 4096
+    B as 3276/820, not 3296/800; fails there)."""
+    env = {"NEZHA_RAILS": "loop", "NEZHA_TIMEOUT": "60", "TEST_TREE": "striped",
+           "TEST_TREE_PRIOR": "[4, 1]"}
+    res = spawn(n, None, env=env, timeout=600, worker=WORKER)
+    for rc, r, out in res:
+        assert rc == 0 and r is not None, out[-3000:]
+        assert r["wrong"] == [], (r["wrong"][:10], out[-2000:])
+    assert _same_cuts(res) > 20
+    assert any(s[1][2] < 0.21 * c and s[1][2] > 0.19 * c
+               for c, s, _ in res[0][1]["cuts"] if len(s) == 2 and c >= 4096)
+
+
+KEEP_WORKER = os.path.join(ROOT, "tests", "workers", "bcast_keep_worker.py")
+
+
+@pytest.mark.parametrize("layout", ["4x1", "2x2"])
+def test_lazy_broadcasts_keep_no_copy_of_the_zeros(layout):
+    """A lazy broadcast (tree, the allreduce of zeros after one, hierarchical up to 256 KiB
+    at 2 x 2) keeps its input for a re-run. On a rank other than the root that input is the
+    library's zeros, which nothing writes: it keeps them as they are, on the slow path and
+    the fast path, where it copied up to 256 KiB a call (session 29's lazy hier; fails on
+    that code: "copy"). The root keeps a copy apart from its buffer; every result exact.
+    Re-runs from what is kept, through rail faults: tests/test_loop_faults.py."""
+    env = {"NEZHA_RAILS": "loop,shm" if layout == "2x2" else "loop", "NEZHA_TIMEOUT": "60"}
+    rank_env = ({q: {"NEZHA_HOST_ID": f"h{q // 2}"} for q in range(4)} if layout == "2x2"
+                else None)
+    res = spawn(4, None, env=env, rank_env=rank_env, timeout=600, worker=KEEP_WORKER)
+    for rc, r, out in res:
+        assert rc == 0 and r is not None, out[-3000:]
+        assert r["wrong"] == [], r["wrong"][:10]
+    algos = set()
+    for _, r, _ in res:
+        for nbytes, root, rep, algo, fast, kind in r["kept"]:
+            if kind == "none":  # not lazy (voted: a large chain; nothing kept)
+                assert nbytes > 8192, (nbytes, algo)
+                continue
+            algos.add((algo, nbytes > 8192))
+            want = "zeros" if r["rank"] != root else "copy"
+            assert kind == want, (r["rank"], nbytes, root, rep, algo, fast, kind)
+    assert {("tree", False), ("rd", False)} <= algos, algos
+    if layout == "2x2":  # lazy hier ones up to 256 KiB
+        assert ("hier", True) in algos, algos
+    fast = [x for _, r, _ in res for x in r["kept"] if x[4] and x[5] != "none"]
+    assert fast, "no lazy broadcast ran through the fast path"

@@ -113,3 +113,48 @@ def test_split_collectives_exact_at_the_unit_boundaries(prior):
         assert [s[2] for s in slices] == split_counts(count, shares)
         if prior == [4, 1]:
             assert shares[1] < shares[0]
+
+
+# ---- the small broadcast's striped tree cuts as split does (session 30, issue 17) ----------
+
+def _lab_tree_planner():
+    """The 4 x 1 lab on 400 + 100 as session 29's job saw it (tests/test_planner.py
+    _lab_400_100): the prior splits 80/20, a measured step, so the model stripes the tree."""
+    from nezha.planner import layout_planner
+    p = layout_planner(Config.load({}, environ={}), [0, 1, 2, 3], [259.0, 64.0], failover=True)
+    p.set_rail_rates([259.0, 64.0], ring_payload=True)
+    p.set_step_latency(23.7e-6, "test")
+    return p
+
+
+@pytest.mark.parametrize("count", [2, 3, 5, 7, 97, 1000, 1021, 1024, 2048, 4095, 4096, 4097,
+                                   8191, 8192, 8209, 16383])
+def test_a_striped_tree_is_cut_by_split_counts(count):
+    """Planner._tree_slices over both rails: the pieces split_counts gives for the prior's
+    shares (contiguous, covering the count, none empty), the same on every rank. The old
+    int(count x share), the rest to the last rail, cut 4096 B as 3276/820 (the 100 over
+    its fifth): this fails on it at every count here where the two differ."""
+    ranks = [_lab_tree_planner() for _ in range(4)]
+    got = [p._tree_slices(count, 2) for p in ranks]
+    assert all(g == got[0] for g in got)
+    p = ranks[0]
+    shares = p.model.prior_shares([True, True])
+    assert shares[0] == pytest.approx(0.8, abs=0.01)
+    want = [c for c in split_counts(count, shares) if c]
+    assert [n for _, _, n in got[0]] == want
+    off = 0
+    for c, o, n in got[0]:
+        assert o == off and n > 0
+        off += n
+    assert off == count
+    if len(got[0]) == 2:
+        assert [c for c, _, _ in got[0]] == [0, 1]
+
+
+def test_the_lab_4_kib_tree_gives_the_100_its_fifth():
+    """The plan the lab runs at 4 KiB (both rails by the model): 3296/800 bytes, not the
+    old 3276/820; 1024 float32 likewise in whole units."""
+    p = _lab_tree_planner()
+    assert p.broadcast(4096, 1).slices == [(0, 0, 3296), (1, 3296, 800)]
+    assert p.broadcast(1024, 4).slices == [(0, 0, 824), (1, 824, 200)]
+    assert p.broadcast(0, 1).slices[0][2] == 0 and p.broadcast(1, 1).slices[0][2] == 1

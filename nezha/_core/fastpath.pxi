@@ -115,7 +115,8 @@ cdef class FastPath:
 
     def put(self, int coll, object sendbuf, object recvbuf, cnp.ndarray a, cnp.ndarray out,
             cnp.ndarray src, object op, int root, bint wout, Schedule s, object plan,
-            object ranges, bint lazy, bint voting, object tmpl, object keep=None):
+            object ranges, bint lazy, bint voting, object tmpl, object keep=None,
+            bint zeros=False):
         """Remember a finished slow-path collective called with sendbuf and recvbuf (the
         user's objects; recvbuf None: sendbuf is the output, or there is none) whose run
         read src (a itself or a library buffer) into out (a and out: the numpy views the
@@ -145,7 +146,12 @@ cdef class FastPath:
         if cnp.PyArray_DATA(src) != cnp.PyArray_DATA(a):
             f.src = src  # kept alive: the schedule reads it
             f.srcp = <const char *>cnp.PyArray_DATA(src)
-        if voting and lazy:
+        if voting and lazy and zeros and f.srcp != NULL:
+            # src: the library's zeros (a broadcast's ranks other than the root), never
+            # written: kept as it is (Spares.is_zeros), no copy a call
+            f.snaps = (src, src)
+            f.snapp[0] = f.snapp[1] = NULL
+        elif voting and lazy:
             f.snaps = (np.empty(f.nsrc, np.uint8), np.empty(f.nsrc, np.uint8))
             f.snapp[0] = <char *>cnp.PyArray_DATA(f.snaps[0])
             f.snapp[1] = <char *>cnp.PyArray_DATA(f.snaps[1])
@@ -325,7 +331,7 @@ cdef class FastPath:
             if rc == NZ_OK:  # lazy or not voting, and done: no vote (Executor._conclude)
                 for i in range(s.navg):
                     s.avg(i)
-        snapobj = e.snaps[flip] if snap != NULL else None
+        snapobj = e.snaps[flip] if e.voting and e.lazy else None  # (the zeros: no copy)
         if rc != NZ_OK:  # a control frame, a failure, a vote: the executor takes it from here
             return comm._fast_rest(e.tmpl, seq, s, e.plan, e.ranges, e.lazy, e.voting,
                                    snapobj, rc, result)

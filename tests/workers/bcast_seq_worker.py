@@ -3,6 +3,8 @@ allreduces and barriers, queued, on kept buffers), every root, sizes at the boun
 every result checked against numpy exactly. Prints RESULT {wrong, algos, ...}: algos is the
 (algorithm, bytes) of each blocking broadcast, ("other", 0) for what ran between (the test
 checks every rank ran the same ones)."""
+import json
+import os
 import sys
 
 import numpy as np
@@ -25,7 +27,13 @@ def main():
     comm = nezha.Communicator()
     force_tree(comm)  # TEST_TREE (tests/_tree.py)
     r, n = comm.rank, comm.size
-    wrong, algos, k, rails = [], [], 0, set()
+    if os.environ.get("TEST_TREE_PRIOR"):  # the channels' prior alike on every rank
+        m = comm.planner.model
+        m.nominal = [float(x) for x in json.loads(os.environ["TEST_TREE_PRIOR"])]
+        m.static = True  # the prior stays these rates (no measured rho replaces them)
+        m.buckets.clear()
+        m.version += 1
+    wrong, algos, k, rails, cuts = [], [], 0, set(), []
 
     def bcast(nbytes, root, buf=None, dt=np.uint8):
         nonlocal k
@@ -37,6 +45,9 @@ def main():
         comm.broadcast(buf.view(dt) if nbytes % np.dtype(dt).itemsize == 0 else buf, root=root)
         algos.append((ALGO_NAMES[comm._st.last_plan.algo] if n > 1 else "none", nbytes))
         rails.add(len({c for c, _, _ in comm._st.last_plan.slices}))
+        cuts.append((nbytes // np.dtype(dt).itemsize if nbytes % np.dtype(dt).itemsize == 0
+                     else nbytes, [list(x) for x in comm._st.last_plan.slices],
+                     comm.planner.model.prior_shares([True] * comm.planner.nchan)))
         if r == root:
             buf[:] = 0  # the caller owns it again: a re-run must use the copy kept
         if r != root and not np.array_equal(buf, want):
@@ -78,7 +89,7 @@ def main():
                 comm.barrier()
                 algos.append(("other", 0))
     st = comm.stats()
-    report(dict(wrong=wrong, algos=algos, rails=sorted(rails), fast=st["fast_path_calls"], votes=st["votes"],
+    report(dict(wrong=wrong, algos=algos, rails=sorted(rails), cuts=cuts, fast=st["fast_path_calls"], votes=st["votes"],
                 events=len(st["events"])))
     comm.close()
 
