@@ -79,7 +79,16 @@ def worker(args):
                     if fin >= 0:
                         c[1] += 1
                         c[0] = max(c[0], fin)
-                traces.append([tr["t0"], sorted([ch] + v for ch, v in per.items())])
+                rec = [tr["t0"], sorted([ch] + v for ch, v in per.items())]
+                if any(v[1] < v[2] for v in per.values()):
+                    # a hit call (ops left undone): every finished op's time per channel,
+                    # so the cut's place in each rail's work is read, not assumed
+                    fins = {}
+                    for _, _, ch, _, _, _, fin in tr["ops"]:
+                        if fin >= 0:
+                            fins.setdefault(ch, []).append(fin)
+                    rec.append(sorted([ch, sorted(v)] for ch, v in fins.items()))
+                traces.append(rec)
                 n = len(tr["ops"])
                 if n > n_main and all(v[1] == v[2] for v in per.values()):
                     # an unhit call's main schedule: trace no run under 3/4 of its ops (a
@@ -102,10 +111,18 @@ def worker(args):
         rows.append((t0, t1, alive))
         if comm.rank == 0:  # for the driver: rails up, and the rail this size rides on
             plan = comm._st.last_plan
-            state = (alive, plan.slices[0][0] // comm._mesh.nconns if plan is not None else 0)
+            # and the bytes each rail carried in it (a re-admitted rail is planned in again
+            # over a few calls: --fast-cuts waits for an even split)
+            per = [0] * comm.nrails if hasattr(comm, "nrails") else [0, 0]
+            for sl in (plan.slices if plan is not None else ()):
+                r = sl[0] // comm._mesh.nconns
+                if r < len(per):
+                    per[r] += sl[2]
+            state = (alive, plan.slices[0][0] // comm._mesh.nconns if plan is not None else 0,
+                     min(per) * 100 // max(max(per), 1))
             if state != told:  # only changes: a file write per 1 KiB call would slow it
                 with open(args.stop + ".alive.tmp", "w") as f:
-                    f.write("%d %d" % state)
+                    f.write("%d %d %d" % state)
                 os.replace(args.stop + ".alive.tmp", args.stop + ".alive")
                 told = state
     st = comm.stats()
@@ -135,13 +152,14 @@ def worker(args):
 
 
 def _state(path):
-    """(rails-up mask, rail the last collective rode on) that rank 0 wrote, or (0, 0)."""
+    """(rails-up mask, rail the last collective rode on, the least loaded rail's bytes in %
+    of the most loaded's) that rank 0 wrote, or (0, 0, 0)."""
     try:
         with open(path) as f:
-            a, r = f.read().split()
-        return int(a), int(r)
+            a, r, even = f.read().split()
+        return int(a), int(r), int(even)
     except (OSError, ValueError):
-        return 0, 0
+        return 0, 0, 0
 
 
 def analyse(res, failures, size, rate_bps, ranks, hosts):
@@ -270,11 +288,15 @@ def main():
                 for k in range(args.failures):
                     # every cut starts with both rails up (a re-admission can take a few
                     # collectives: with 2 s collectives, longer than the gap)
-                    alive, ride = _state(stop + ".alive")
+                    alive, ride, even = _state(stop + ".alive")
                     t_wait = time.time() + 60
-                    while alive != 3 and th.is_alive() and time.time() < t_wait:
+                    # --fast-cuts: and the re-admitted rail planned in again (an even split
+                    # of a striped size; in session 30's first run the calls right after a
+                    # re-admission still rode one rail)
+                    while ((alive != 3 or (args.fast_cuts and size > (1 << 20) and even < 90))
+                           and th.is_alive() and time.time() < t_wait):
                         time.sleep(0.05)
-                        alive, ride = _state(stop + ".alive")
+                        alive, ride, even = _state(stop + ".alive")
                     if args.fast_cuts:  # anywhere in the next call (one is ~T1/2 long)
                         time.sleep(rng.uniform(0, one_rail_s / 2))
                     # cut the rail small messages ride on, or alternate for large ones
@@ -312,6 +334,9 @@ def main():
                                   mono_off=time.time() - time.monotonic(),
                                   snapshots=data.get("snapshots"))
                 results.append(row)
+                os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+                with open(args.json, "w") as f:  # so far: a stopped run keeps what it measured
+                    json.dump(results, f, indent=1)
                 print(json.dumps({k: v for k, v in row.items()
                                   if k not in ("events", "raw", "ranks")}),
                       flush=True)

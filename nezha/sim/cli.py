@@ -306,6 +306,7 @@ def cmd_failover(a):
                          ("sim_took_ms", "{:.1f}"), ("lab_extra_ms", "{:.1f}"),
                          ("sim_extra_ms", "{:.1f}"), ("lab_extra_2x_ms", "{:.1f}"),
                          ("sim_extra_2x_ms", "{:.1f}"), ("symmetric", "{}"),
+                         ("lab_live_progress", "{:.3f}"), ("lab_dead_progress", "{:.3f}"),
                          ("lab_lost", "{}"), ("sim_lost", "{}"),
                          ("lab_first_down_ms", "{:.1f}"), ("sim_detected_ms", "{:.1f}"),
                          ("fail_ms", "{:.1f}")])

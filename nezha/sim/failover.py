@@ -603,6 +603,8 @@ def same_call(path, rates_gbps=(0.4, 0.4), hosts=4, **kw):
                          "sim_extra_2x_ms": (p["took_ms"] - _ideal(c["share"] * t2 * 1e3,
                                                                    t2 * 1e3, 2 * t2 * 1e3)) * s,
                          "symmetric": c["symmetric"],
+                         "lab_live_progress": c["live_progress"],
+                         "lab_dead_progress": c["dead_progress"],
                          "lab_lost": c["lost"], "sim_lost": p["unfinished"],
                          "lab_first_down_ms": c["first_down"] * 1e3,
                          "sim_detected_ms": p["detected_ms"] * s,

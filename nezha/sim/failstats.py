@@ -133,16 +133,19 @@ def entry_lags(rank_starts):
 
 def _data_times(rank_traces, j):
     """Call j from every rank's engine trace (bench/failover.py's raw.rank_traces): (data
-    start, {chan: last op's finish}, {chan: (ops done, ops) summed over ranks}) on the wall
+    start, {chan: last op's finish}, {chan: (ops done, ops) summed over ranks}, {chan: every
+    finished op's time, hit calls in files since session 30's second run}) on the wall
     clock, or None where a rank kept no trace of it. The data start is the last rank's
     engine start (after its failover snapshot): no ring moves before every rank is in."""
-    t0s, last, count = [], {}, {}
+    t0s, last, count, fins = [], {}, {}, {}
     for rt in rank_traces:
         tr = rt["traces"][j] if rt and j < len(rt["traces"]) else None
         if tr is None:
             return None
         t0 = tr[0] / 1e9 + rt["mono_off"]
         t0s.append(t0)
+        for ch, f in (tr[2] if len(tr) > 2 else ()):  # a hit call's op finish times
+            fins.setdefault(ch, []).extend(t0 + x / 1e9 for x in f)
         for ch, fin, done, total in tr[1]:
             if ch < 0:
                 continue
@@ -150,7 +153,7 @@ def _data_times(rank_traces, j):
                 last[ch] = max(last.get(ch, 0.0), t0 + fin / 1e9)
             d, n = count.get(ch, (0, 0))
             count[ch] = (d + done, n + total)
-    return max(t0s), last, count
+    return max(t0s), last, count, fins
 
 
 def same_call(row, rails=2):
@@ -179,7 +182,7 @@ def same_call(row, rails=2):
     for j, d in enumerate(data):
         if d is None or not d[1]:
             continue
-        start, last, count = d
+        start, last, count, _ = d
         if any(dn < n for dn, n in count.values()):
             continue  # a hit call's main run
         t = max(last.values()) - start
@@ -204,7 +207,7 @@ def same_call(row, rails=2):
         if span is None or data[span[0]] is None:
             continue
         j = span[0]
-        start, last, count = data[j]
+        start, last, count, fins = data[j]  # fins: the hit call's op finish times
         if len({ch // per_rail for ch in count}) < rails:
             continue  # a re-run's trace (the main run's was not kept)
         rail = 0 if (row["size"] < (1 << 20) or n % 2 == 0) else 1  # the bench's rotation
@@ -225,7 +228,17 @@ def same_call(row, rails=2):
         ideal2 = before + (1 - before / T2) * 2 * T2
         ops = {r: sum(n for ch, (_, n) in count.items() if ch // per_rail == r)
                for r in range(rails)}
-        out.append(dict(j=j, k=n, rail=rail, c=c, share=before / T2, L=L, T2=T2, T1=T1,
+        # each rail's progress at the cut, read from its ops (share of its ops finished by
+        # then, over every rank): the surviving rail's is the share of the call's work done,
+        # whatever its pace
+        prog = {}
+        for r in range(rails):
+            tot = sum(nn for ch, (_, nn) in count.items() if ch // per_rail == r)
+            f = [x for ch, v in fins.items() if ch // per_rail == r for x in v]
+            prog[r] = sum(x <= tf for x in f) / tot if f and tot else float("nan")
+        out.append(dict(live_progress=prog.get(1 - rail, float("nan")),
+                        dead_progress=prog.get(rail, float("nan")),
+                        j=j, k=n, rail=rail, c=c, share=before / T2, L=L, T2=T2, T1=T1,
                         took=end - start, ideal=ideal, extra=end - start - ideal,
                         extra_2x=end - start - ideal2,
                         symmetric=len(set(ops.values())) == 1,
