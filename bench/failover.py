@@ -90,9 +90,12 @@ def worker(args):
                     rec.append(sorted([ch, sorted(v)] for ch, v in fins.items()))
                 traces.append(rec)
                 n = len(tr["ops"])
-                if n > n_main and all(v[1] == v[2] for v in per.values()):
-                    # an unhit call's main schedule: trace no run under 3/4 of its ops (a
-                    # re-run moves only the lost slices, on the rails left)
+                if (n > n_main and all(v[1] == v[2] for v in per.values())
+                        and len({ch // comm._mesh.nconns for ch in per if ch >= 0}) > 1):
+                    # an unhit two-rail call's main schedule: trace no run under 3/4 of its
+                    # ops (a re-run moves only the lost slices, on the rails left; a one-rail
+                    # call's, twice the ops of a rail, must not raise the floor over a
+                    # two-rail one's)
                     n_main = n
                     eng.trace_ops(max(16, int(0.75 * n_main)), 1 << 22)
             else:

@@ -307,6 +307,7 @@ def cmd_failover(a):
                          ("sim_extra_ms", "{:.1f}"), ("lab_extra_2x_ms", "{:.1f}"),
                          ("sim_extra_2x_ms", "{:.1f}"), ("symmetric", "{}"),
                          ("lab_live_progress", "{:.3f}"), ("lab_dead_progress", "{:.3f}"),
+                         ("sim_extra_prog_ms", "{:.1f}"), ("sim_lost_prog", "{}"),
                          ("lab_lost", "{}"), ("sim_lost", "{}"),
                          ("lab_first_down_ms", "{:.1f}"), ("sim_detected_ms", "{:.1f}"),
                          ("fail_ms", "{:.1f}")])
@@ -324,6 +325,20 @@ def cmd_failover(a):
                      ("lab_2x_mean_ms", "{:.1f}"), ("sim_2x_mean_ms", "{:.1f}"),
                      ("diff_2x_ms", "{:+.1f}"), ("diff_2x_ci95_ms", "{:.1f}"),
                      ("error_2x_pct", "{:+.1f}"), ("verdict_2x", "{}")])
+        print("\n# T1 = 2 T2, the cuts whose hit call had the model's plan (an even split)")
+        table(summ, [("nbytes", "{}"), ("mode", "{}"), ("sym_cuts", "{}"),
+                     ("lab_2x_sym_mean_ms", "{:.1f}"), ("lab_2x_sym_ci95_ms", "{:.1f}"),
+                     ("sim_2x_sym_mean_ms", "{:.1f}"), ("diff_2x_sym_ms", "{:+.1f}"),
+                     ("diff_2x_sym_ci95_ms", "{:.1f}"), ("error_2x_sym_pct", "{:+.1f}"),
+                     ("verdict_2x_sym", "{}"), ("cuts_2x_sym_10pct", "{}"),
+                     ("lost_equal_sym", "{}")])
+        print("\n# the model's cut placed at the surviving rail's progress at the cut (its "
+              "ops done, from the hit call's op times) instead of the time share")
+        table(summ, [("nbytes", "{}"), ("mode", "{}"), ("prog_cuts", "{}"),
+                     ("lab_mean_ms", "{:.1f}"), ("sim_prog_mean_ms", "{:.1f}"),
+                     ("diff_prog_ms", "{:+.1f}"), ("diff_prog_ci95_ms", "{:.1f}"),
+                     ("error_prog_pct", "{:+.1f}"), ("verdict_prog", "{}"),
+                     ("lost_equal_prog", "{}")])
         write(rows + summ, a) if (a.csv or a.json) else None
         return 0
     if a.file and a.phases:

@@ -395,6 +395,16 @@ def compare(path, rates_gbps=(0.4, 0.4), hosts=4, align="snapshot", stamp_delay=
         mine = rows[-len(meas):] if meas else []
         # the hit collective's own time, lab vs model: what the model predicts per cut,
         # without the bench's reference medians
+        # the cuts whose hit call had the model's plan (an even split: the planner's, on
+        # equal rails; a call just after a re-admission can still lean on one rail)
+        ss = [r for r in sel if r["symmetric"]]
+        vs = (FS.verdict([r["lab_extra_2x_ms"] for r in ss], [r["sim_extra_2x_ms"] for r in ss])
+              if len(ss) > 1 else {"mean": float("nan"), "ci95": float("nan"),
+                                   "error_pct": float("nan"), "verdict": "none"})
+        sp = [r for r in sel if r["sim_extra_prog_ms"] == r["sim_extra_prog_ms"]]
+        vp = (FS.verdict([r["lab_extra_ms"] for r in sp], [r["sim_extra_prog_ms"] for r in sp])
+              if sp else {"mean": float("nan"), "ci95": float("nan"),
+                          "error_pct": float("nan"), "verdict": "none"})
         tv = FS.verdict([r["measured_took_ms"] for r in mine], [r["took_ms"] for r in mine])
         lab = FS.summary(meas)
         summary.append({"nbytes": size, "mode": mode, "cuts": len(meas),
@@ -592,6 +602,11 @@ def same_call(path, rates_gbps=(0.4, 0.4), hosts=4, **kw):
             p = predict(hosts, list(rates_gbps), row["size"], h, c["rail"], c["share"] * t2,
                         **kw)
             s = c["T2"] / t2  # lab s per model s in this call
+            # placed instead at the surviving rail's progress at the cut (its share of ops
+            # done, files with the hit calls' op times): the work's share, not the time's
+            prog = c.get("live_progress", float("nan"))
+            pp = (predict(hosts, list(rates_gbps), row["size"], h, c["rail"], prog * t2, **kw)
+                  if prog == prog else None)
             rows.append({"nbytes": row["size"], "mode": row["mode"], "cut": c["k"],
                          "rail": c["rail"], "share": c["share"], "c_ms": c["c"] * 1e3,
                          "lab_T2_ms": c["T2"] * 1e3, "sim_T2_ms": t2 * 1e3,
@@ -604,6 +619,8 @@ def same_call(path, rates_gbps=(0.4, 0.4), hosts=4, **kw):
                                                                    t2 * 1e3, 2 * t2 * 1e3)) * s,
                          "symmetric": c["symmetric"],
                          "lab_live_progress": c["live_progress"],
+                         "sim_extra_prog_ms": pp["extra_ms"] * s if pp else float("nan"),
+                         "sim_lost_prog": pp["unfinished"] if pp else -1,
                          "lab_dead_progress": c["dead_progress"],
                          "lab_lost": c["lost"], "sim_lost": p["unfinished"],
                          "lab_first_down_ms": c["first_down"] * 1e3,
@@ -616,6 +633,16 @@ def same_call(path, rates_gbps=(0.4, 0.4), hosts=4, **kw):
         sim = [r["sim_extra_ms"] for r in sel]
         v = FS.verdict(lab, sim)
         v2 = FS.verdict([r["lab_extra_2x_ms"] for r in sel], [r["sim_extra_2x_ms"] for r in sel])
+        # the cuts whose hit call had the model's plan (an even split: the planner's, on
+        # equal rails; a call just after a re-admission can still lean on one rail)
+        ss = [r for r in sel if r["symmetric"]]
+        vs = (FS.verdict([r["lab_extra_2x_ms"] for r in ss], [r["sim_extra_2x_ms"] for r in ss])
+              if len(ss) > 1 else {"mean": float("nan"), "ci95": float("nan"),
+                                   "error_pct": float("nan"), "verdict": "none"})
+        sp = [r for r in sel if r["sim_extra_prog_ms"] == r["sim_extra_prog_ms"]]
+        vp = (FS.verdict([r["lab_extra_ms"] for r in sp], [r["sim_extra_prog_ms"] for r in sp])
+              if sp else {"mean": float("nan"), "ci95": float("nan"),
+                          "error_pct": float("nan"), "verdict": "none"})
         tv = FS.verdict([r["lab_took_ms"] for r in sel], [r["sim_took_ms"] for r in sel])
         ls = FS.summary(lab)
         summary.append({"nbytes": row["size"], "mode": row["mode"], "cuts": len(sel),
@@ -629,6 +656,24 @@ def same_call(path, rates_gbps=(0.4, 0.4), hosts=4, **kw):
                         "diff_2x_ms": v2["mean"], "diff_2x_ci95_ms": v2["ci95"],
                         "error_2x_pct": v2["error_pct"], "verdict_2x": v2["verdict"],
                         "sim_r21": rows[-1]["sim_T1_ms"] / rows[-1]["sim_T2_ms"],
+                        "sym_cuts": len(ss),
+                        "lab_2x_sym_mean_ms": (statistics.fmean(r["lab_extra_2x_ms"] for r in ss)
+                                               if ss else float("nan")),
+                        "lab_2x_sym_ci95_ms": (FS.summary([r["lab_extra_2x_ms"] for r in ss])
+                                               .get("ci95", float("nan"))),
+                        "sim_2x_sym_mean_ms": (statistics.fmean(r["sim_extra_2x_ms"] for r in ss)
+                                               if ss else float("nan")),
+                        "diff_2x_sym_ms": vs["mean"], "diff_2x_sym_ci95_ms": vs["ci95"],
+                        "error_2x_sym_pct": vs["error_pct"], "verdict_2x_sym": vs["verdict"],
+                        "cuts_2x_sym_10pct": (_paired_need(vs, [r["sim_extra_2x_ms"] for r in ss])
+                                              if len(ss) > 1 else float("nan")),
+                        "lost_equal_sym": sum(r["lab_lost"] == r["sim_lost"] for r in ss),
+                        "prog_cuts": len(sp),
+                        "sim_prog_mean_ms": (statistics.fmean(r["sim_extra_prog_ms"] for r in sp)
+                                             if sp else float("nan")),
+                        "diff_prog_ms": vp["mean"], "diff_prog_ci95_ms": vp["ci95"],
+                        "error_prog_pct": vp["error_pct"], "verdict_prog": vp["verdict"],
+                        "lost_equal_prog": sum(r["lab_lost"] == r["sim_lost_prog"] for r in sp),
                         "symmetric": sum(r["symmetric"] for r in sel),
                         "lost_equal": sum(r["lab_lost"] == r["sim_lost"] for r in sel),
                         "took_error_pct": tv["error_pct"], "took_verdict": tv["verdict"],
