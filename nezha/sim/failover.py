@@ -395,16 +395,6 @@ def compare(path, rates_gbps=(0.4, 0.4), hosts=4, align="snapshot", stamp_delay=
         mine = rows[-len(meas):] if meas else []
         # the hit collective's own time, lab vs model: what the model predicts per cut,
         # without the bench's reference medians
-        # the cuts whose hit call had the model's plan (an even split: the planner's, on
-        # equal rails; a call just after a re-admission can still lean on one rail)
-        ss = [r for r in sel if r["symmetric"]]
-        vs = (FS.verdict([r["lab_extra_2x_ms"] for r in ss], [r["sim_extra_2x_ms"] for r in ss])
-              if len(ss) > 1 else {"mean": float("nan"), "ci95": float("nan"),
-                                   "error_pct": float("nan"), "verdict": "none"})
-        sp = [r for r in sel if r["sim_extra_prog_ms"] == r["sim_extra_prog_ms"]]
-        vp = (FS.verdict([r["lab_extra_ms"] for r in sp], [r["sim_extra_prog_ms"] for r in sp])
-              if sp else {"mean": float("nan"), "ci95": float("nan"),
-                          "error_pct": float("nan"), "verdict": "none"})
         tv = FS.verdict([r["measured_took_ms"] for r in mine], [r["took_ms"] for r in mine])
         lab = FS.summary(meas)
         summary.append({"nbytes": size, "mode": mode, "cuts": len(meas),
