@@ -49,12 +49,60 @@ def worker(args):
     a = np.empty(n, np.float32)
     rows, wrong, told = [], 0, None
     expect = base * comm.size + comm.size * (comm.size - 1) // 2
+    from nezha.failover import LAZY_MAX_BYTES
+    # striped sizes: the engine's op trace (Engine.trace_ops, a finish time per op kept by
+    # the engine; nothing per op in Python) of each call's main run, summed up per channel
+    # once per call: when its data started on this rank (the engine's t0, after the
+    # failover snapshot) and when each channel's last op finished. A hit collective's main
+    # run keeps its trace through the vote and resume; its re-run has at most half the ops
+    # and is left out by the trace's op floor (set from the first call). What
+    # failstats.same_call reads: the extra against the hit call's own pace
+    eng = comm._engine
+    tracing = args.size > LAZY_MAX_BYTES and hasattr(eng, "trace_ops")
+    traces, t0_seen, n_main = [], None, 0
+    if tracing:
+        eng.trace_ops(16, 1 << 22)
+    mono_off = time.time() - time.monotonic()  # the engine's clock is CLOCK_MONOTONIC
     while True:
         a[:] = base + comm.rank
         a[0] = 1.0 if os.path.exists(args.stop) else 0.0  # the stop flag rides along
         t0 = time.time()
         comm.allreduce(a)
         t1 = time.time()
+        if tracing:
+            tr = eng.op_times()
+            if tr["t0"] and tr["t0"] != t0_seen:
+                t0_seen, per = tr["t0"], {}
+                for _, _, ch, _, _, _, fin in tr["ops"]:
+                    c = per.setdefault(ch, [0, 0, 0])  # last finish ns, done, total
+                    c[2] += 1
+                    if fin >= 0:
+                        c[1] += 1
+                        c[0] = max(c[0], fin)
+                rec = [tr["t0"], sorted([ch] + v for ch, v in per.items())]
+                if any(v[1] < v[2] for v in per.values()):
+                    # a hit call (ops left undone): every finished op's time per channel,
+                    # so the cut's place in each rail's work is read, not assumed
+                    fins = {}
+                    for _, _, ch, _, _, _, fin in tr["ops"]:
+                        if fin >= 0:
+                            fins.setdefault(ch, []).append(fin)
+                    rec.append(sorted([ch, sorted(v)] for ch, v in fins.items()))
+                traces.append(rec)
+                n = len(tr["ops"])
+                if (n > n_main and all(v[1] == v[2] for v in per.values())
+                        and len({ch // comm._mesh.nconns for ch in per if ch >= 0}) > 1):
+                    # an unhit two-rail call's main schedule: trace no run under 3/4 of its
+                    # ops (a re-run moves only the lost slices, on the rails left; a one-rail
+                    # call's, twice the ops of a rail, must not raise the floor over a
+                    # two-rail one's)
+                    n_main = n
+                    eng.trace_ops(max(16, int(0.75 * n_main)), 1 << 22)
+            else:
+                traces.append(None)
+                if n_main:  # the plan shrank under the floor: learn it again
+                    n_main = 0
+                    eng.trace_ops(16, 1 << 22)
         if a[0] > 0:
             break
         if len(rows) == 3 and comm.rank == 0:
@@ -66,10 +114,18 @@ def worker(args):
         rows.append((t0, t1, alive))
         if comm.rank == 0:  # for the driver: rails up, and the rail this size rides on
             plan = comm._st.last_plan
-            state = (alive, plan.slices[0][0] // comm._mesh.nconns if plan is not None else 0)
+            # and the bytes each rail carried in it (a re-admitted rail is planned in again
+            # over a few calls: --fast-cuts waits for an even split)
+            per = [0] * comm.nrails if hasattr(comm, "nrails") else [0, 0]
+            for sl in (plan.slices if plan is not None else ()):
+                r = sl[0] // comm._mesh.nconns
+                if r < len(per):
+                    per[r] += sl[2]
+            state = (alive, plan.slices[0][0] // comm._mesh.nconns if plan is not None else 0,
+                     min(per) * 100 // max(max(per), 1))
             if state != told:  # only changes: a file write per 1 KiB call would slow it
                 with open(args.stop + ".alive.tmp", "w") as f:
-                    f.write("%d %d" % state)
+                    f.write("%d %d %d" % state)
                 os.replace(args.stop + ".alive.tmp", args.stop + ".alive")
                 told = state
     st = comm.stats()
@@ -81,27 +137,32 @@ def worker(args):
     # every rank's call times (one clock: the lab's ranks share a machine): when the last
     # rank entered each collective, so `nezha sim failover` knows when each hit one's data
     # started to move (failstats.entry_lags); striped sizes only (a few thousand calls)
-    from nezha.failover import LAZY_MAX_BYTES
     starts = comm._boot.allgather([r[0] for r in rows] if args.size > LAZY_MAX_BYTES
                                   else None)
+    # per rank, per call (the stop call's last): [engine t0 ns, [[chan, last ns, done,
+    # total]...]] or None, and the rank's wall - monotonic clock offset (seconds)
+    rank_traces = comm._boot.allgather(dict(traces=traces[:len(rows)], mono_off=mono_off,
+                                            nconns=comm._mesh.nconns)
+                                       if tracing else None)
     if comm.rank == 0:
         with open(args.out, "w") as f:
             # how in-place inputs were kept for a re-run (a copy before the data, or out of
             # place: none), which `nezha sim failover` needs to place the cuts
             json.dump(dict(rows=rows, wrong=total_wrong, events=st["events"],
-                           ranks=rank_events, rank_starts=starts,
+                           ranks=rank_events, rank_starts=starts, rank_traces=rank_traces,
                            snapshots=st.get("snapshots")), f)
     comm.close()
 
 
 def _state(path):
-    """(rails-up mask, rail the last collective rode on) that rank 0 wrote, or (0, 0)."""
+    """(rails-up mask, rail the last collective rode on, the least loaded rail's bytes in %
+    of the most loaded's) that rank 0 wrote, or (0, 0, 0)."""
     try:
         with open(path) as f:
-            a, r = f.read().split()
-        return int(a), int(r)
+            a, r, even = f.read().split()
+        return int(a), int(r), int(even)
     except (OSError, ValueError):
-        return 0, 0
+        return 0, 0, 0
 
 
 def analyse(res, failures, size, rate_bps, ranks, hosts):
@@ -169,6 +230,14 @@ def main():
     p.add_argument("--failures", type=int, default=10)
     p.add_argument("--down-s", type=float, default=1.0, help="how long each cut lasts")
     p.add_argument("--gap-s", type=float, default=2.5, help="time after a heal before the next")
+    p.add_argument("--fast-cuts", action="store_true",
+                   help="striped sizes: hold a cut only through the hit collective and its "
+                   "next (--down-s, at least 1.3 one-rail calls) and cut again as soon as both "
+                   "rails are back, after a random wait of up to one call (the cut's place "
+                   "in the call spread evenly): failstats.same_call reads each cut against "
+                   "its own call's pace, so no run of one-rail calls per cut is needed")
+    p.add_argument("--seed", type=int, default=1, help="--fast-cuts' random waits")
+    p.add_argument("--lab-name", default="nzfo", help="the lab's name (namespace prefix)")
     p.add_argument("--log", help="write every run's worker output to LOG-SIZE-MODE.txt "
                    "(with NEZHA_DEBUG=INFO: what each rank re-ran, and when)")
     add_lab_args(p, "rail0 TCP + an INA service on rail1 (NEZHA_RAILS=tcp,shm,ina); every "
@@ -178,7 +247,9 @@ def main():
     if args.worker:
         return worker(args)
 
-    lab = lab_from_args(args, "nzfo")
+    lab = lab_from_args(args, args.lab_name)
+    import random
+    rng = random.Random(args.seed)
     results = []
     env = dict(os.environ, PYTHONPATH=ROOT, NEZHA_SOCKET_IFNAME="rail0,rail1",
                NEZHA_READMIT="0.3")
@@ -212,17 +283,25 @@ def main():
                 one_rail_s = size * 1.5 / (parse_rate(args.rate) / 8)
                 down_s = max(args.down_s, 3 * one_rail_s)
                 gap_s = max(args.gap_s, 3 * one_rail_s / 2 + 2.5)
+                if args.fast_cuts:
+                    down_s, gap_s = max(args.down_s, 1.3 * one_rail_s), args.gap_s
                 if args.ina:  # the INA rail is tried again every READMIT_EVERY allreduces
                     from nezha.rails.ina.offload import READMIT_EVERY
                     gap_s = max(gap_s, (READMIT_EVERY + 4) * one_rail_s + 2)
                 for k in range(args.failures):
                     # every cut starts with both rails up (a re-admission can take a few
                     # collectives: with 2 s collectives, longer than the gap)
-                    alive, ride = _state(stop + ".alive")
+                    alive, ride, even = _state(stop + ".alive")
                     t_wait = time.time() + 60
-                    while alive != 3 and th.is_alive() and time.time() < t_wait:
+                    # --fast-cuts: and the re-admitted rail planned in again (an even split
+                    # of a striped size; in session 30's first run the calls right after a
+                    # re-admission still rode one rail)
+                    while ((alive != 3 or (args.fast_cuts and size > (1 << 20) and even < 90))
+                           and th.is_alive() and time.time() < t_wait):
                         time.sleep(0.05)
-                        alive, ride = _state(stop + ".alive")
+                        alive, ride, even = _state(stop + ".alive")
+                    if args.fast_cuts:  # anywhere in the next call (one is ~T1/2 long)
+                        time.sleep(rng.uniform(0, one_rail_s / 2))
                     # cut the rail small messages ride on, or alternate for large ones
                     host, rail = 1 + k % 3, ride if (size < (1 << 20)) else k % 2
                     rail = 1 if args.ina else rail
@@ -254,8 +333,13 @@ def main():
                 row["ranks"] = data.get("ranks")  # per rank: events, vote_resends
                 row["raw"] = dict(rows=data["rows"], failures=failures, fail_called=called,
                                   rank_starts=data.get("rank_starts"),
+                                  rank_traces=data.get("rank_traces"),
+                                  mono_off=time.time() - time.monotonic(),
                                   snapshots=data.get("snapshots"))
                 results.append(row)
+                os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+                with open(args.json, "w") as f:  # so far: a stopped run keeps what it measured
+                    json.dump(results, f, indent=1)
                 print(json.dumps({k: v for k, v in row.items()
                                   if k not in ("events", "raw", "ranks")}),
                       flush=True)

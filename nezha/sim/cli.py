@@ -294,6 +294,53 @@ def cmd_failover(a):
               phase_q=a.phase_q, phase_silence=a.phase_silence, resend=a.resend)
     if a.ranks_per_host != 1:
         kw["rph"] = a.ranks_per_host
+    if a.file and a.same_call:
+        rows, summ = FO.same_call(a.file, rates, a.hosts, **kw)
+        print(f"# {a.file}: each striped cut against its own call (failstats.same_call): "
+              "ms from the data start; sim at the same share of the call's two-rail time, "
+              "scaled to it")
+        if a.cuts:
+            table(rows, [("nbytes", "{}"), ("mode", "{}"), ("cut", "{}"), ("rail", "{}"),
+                         ("share", "{:.3f}"), ("c_ms", "{:.1f}"), ("lab_T2_ms", "{:.1f}"),
+                         ("sim_T2_ms", "{:.1f}"), ("lab_took_ms", "{:.1f}"),
+                         ("sim_took_ms", "{:.1f}"), ("lab_extra_ms", "{:.1f}"),
+                         ("sim_extra_ms", "{:.1f}"), ("lab_extra_2x_ms", "{:.1f}"),
+                         ("sim_extra_2x_ms", "{:.1f}"), ("symmetric", "{}"),
+                         ("lab_live_progress", "{:.3f}"), ("lab_dead_progress", "{:.3f}"),
+                         ("sim_extra_prog_ms", "{:.1f}"), ("sim_lost_prog", "{}"),
+                         ("lab_lost", "{}"), ("sim_lost", "{}"),
+                         ("lab_first_down_ms", "{:.1f}"), ("sim_detected_ms", "{:.1f}"),
+                         ("fail_ms", "{:.1f}")])
+            print()
+        table(summ, [("nbytes", "{}"), ("mode", "{}"), ("cuts", "{}"),
+                     ("lab_mean_ms", "{:.1f}"), ("lab_ci95_ms", "{:.1f}"),
+                     ("sim_mean_ms", "{:.1f}"), ("diff_ms", "{:+.1f}"),
+                     ("diff_ci95_ms", "{:.1f}"), ("error_pct", "{:+.1f}"), ("verdict", "{}"),
+                     ("cuts_paired_10pct", "{}"), ("lost_equal", "{}"),
+                     ("took_error_pct", "{:+.2f}"), ("took_verdict", "{}"), ("r21", "{:.4f}"),
+                     ("sim_r21", "{:.4f}"), ("symmetric", "{}")])
+        print("\n# the same with T1 = 2 T2 on both sides (the surviving rail's own pace for "
+              "all the work left; no reference from other calls)")
+        table(summ, [("nbytes", "{}"), ("mode", "{}"), ("cuts", "{}"),
+                     ("lab_2x_mean_ms", "{:.1f}"), ("sim_2x_mean_ms", "{:.1f}"),
+                     ("diff_2x_ms", "{:+.1f}"), ("diff_2x_ci95_ms", "{:.1f}"),
+                     ("error_2x_pct", "{:+.1f}"), ("verdict_2x", "{}")])
+        print("\n# T1 = 2 T2, the cuts whose hit call had the model's plan (an even split)")
+        table(summ, [("nbytes", "{}"), ("mode", "{}"), ("sym_cuts", "{}"),
+                     ("lab_2x_sym_mean_ms", "{:.1f}"), ("lab_2x_sym_ci95_ms", "{:.1f}"),
+                     ("sim_2x_sym_mean_ms", "{:.1f}"), ("diff_2x_sym_ms", "{:+.1f}"),
+                     ("diff_2x_sym_ci95_ms", "{:.1f}"), ("error_2x_sym_pct", "{:+.1f}"),
+                     ("verdict_2x_sym", "{}"), ("cuts_2x_sym_10pct", "{}"),
+                     ("lost_equal_sym", "{}")])
+        print("\n# the model's cut placed at the surviving rail's progress at the cut (its "
+              "ops done, from the hit call's op times) instead of the time share")
+        table(summ, [("nbytes", "{}"), ("mode", "{}"), ("prog_cuts", "{}"),
+                     ("lab_mean_ms", "{:.1f}"), ("sim_prog_mean_ms", "{:.1f}"),
+                     ("diff_prog_ms", "{:+.1f}"), ("diff_prog_ci95_ms", "{:.1f}"),
+                     ("error_prog_pct", "{:+.1f}"), ("verdict_prog", "{}"),
+                     ("lost_equal_prog", "{}")])
+        write(rows + summ, a) if (a.csv or a.json) else None
+        return 0
     if a.file and a.phases:
         rows = FO.phases(a.file, rates, a.hosts, stamp_delay=a.stamp_delay,
                          align=a.align,
@@ -583,6 +630,10 @@ def parser():
     fo.add_argument("--stamp-delay", type=float, default=0.0,
                     help="s from a cut's stamp to the cut, for files stamped before lab.fail "
                          "(no fail_called); newer files stamp it after")
+    fo.add_argument("--same-call", action="store_true",
+                    help="striped cuts against their own call (files with the engine's "
+                    "traces, bench/failover.py since session 30): the extra at the hit "
+                    "call's own pace from its data start, lab vs model, paired")
     fo.add_argument("--phases", action="store_true",
                     help="every cut's detection and re-run, lab (its events) vs model")
     fo.add_argument("--csv")

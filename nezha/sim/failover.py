@@ -569,3 +569,109 @@ def _pieces(ev, one_rail, nbytes, piece=1 << 20):
     if not ev.get("rerun_done_s") or nbytes < 2 * piece:  # 1 MiB: half a slice per rail
         return ev.get("rerun_slices")
     return int(round((ev["rerun_done_s"] - ev["time"]) / (one_rail / (nbytes // piece))))
+
+
+def same_call(path, rates_gbps=(0.4, 0.4), hosts=4, **kw):
+    """Every cut of a bench JSON with the engine's traces (bench/failover.py since session
+    30) against the model, each on its own call (failstats.same_call): the cut placed at the
+    same share of the hit call's own two-rail data time, the model's extra against its own
+    ideal (its two- and one-rail times, start 0: the data clock) scaled by the lab's T2 over
+    the model's, next to the lab's extra against its own call. Returns (rows, summary):
+    per cut, and per (size, mode) the paired verdict (failstats.verdict) of the extras, of
+    the hit call's data time, and lost slices lab = model."""
+    import statistics
+    rows, summary = [], []
+    for row in bench_json(path):
+        if row["size"] <= LAZY_MAX_BYTES:
+            continue
+        cuts = FS.same_call(row)
+        for c in cuts:
+            h = 1 + c["k"] % 3
+            t2 = predict(hosts, list(rates_gbps), row["size"], h, c["rail"], 10.0,
+                         **kw)["two_rail_ms"] / 1e3
+            p = predict(hosts, list(rates_gbps), row["size"], h, c["rail"], c["share"] * t2,
+                        **kw)
+            s = c["T2"] / t2  # lab s per model s in this call
+            # placed instead at the surviving rail's progress at the cut (its share of ops
+            # done, files with the hit calls' op times): the work's share, not the time's
+            prog = c.get("live_progress", float("nan"))
+            pp = (predict(hosts, list(rates_gbps), row["size"], h, c["rail"], prog * t2, **kw)
+                  if prog == prog else None)
+            rows.append({"nbytes": row["size"], "mode": row["mode"], "cut": c["k"],
+                         "rail": c["rail"], "share": c["share"], "c_ms": c["c"] * 1e3,
+                         "lab_T2_ms": c["T2"] * 1e3, "sim_T2_ms": t2 * 1e3,
+                         "sim_T1_ms": p["one_rail_ms"],
+                         "lab_took_ms": c["took"] * 1e3, "sim_took_ms": p["took_ms"] * s,
+                         "lab_extra_ms": c["extra"] * 1e3, "sim_extra_ms": p["extra_ms"] * s,
+                         # T1 = 2 T2 on both sides: the lab's surviving rail's own pace
+                         "lab_extra_2x_ms": c["extra_2x"] * 1e3,
+                         "sim_extra_2x_ms": (p["took_ms"] - _ideal(c["share"] * t2 * 1e3,
+                                                                   t2 * 1e3, 2 * t2 * 1e3)) * s,
+                         "symmetric": c["symmetric"],
+                         "lab_live_progress": c["live_progress"],
+                         "sim_extra_prog_ms": pp["extra_ms"] * s if pp else float("nan"),
+                         "sim_lost_prog": pp["unfinished"] if pp else -1,
+                         "lab_dead_progress": c["dead_progress"],
+                         "lab_lost": c["lost"], "sim_lost": p["unfinished"],
+                         "lab_first_down_ms": c["first_down"] * 1e3,
+                         "sim_detected_ms": p["detected_ms"] * s,
+                         "fail_ms": c["fail_s"] * 1e3, "r21": c["r21"]})
+        sel = rows[len(rows) - len(cuts):]
+        if not sel:
+            continue
+        lab = [r["lab_extra_ms"] for r in sel]
+        sim = [r["sim_extra_ms"] for r in sel]
+        v = FS.verdict(lab, sim)
+        v2 = FS.verdict([r["lab_extra_2x_ms"] for r in sel], [r["sim_extra_2x_ms"] for r in sel])
+        # the cuts whose hit call had the model's plan (an even split: the planner's, on
+        # equal rails; a call just after a re-admission can still lean on one rail)
+        ss = [r for r in sel if r["symmetric"]]
+        vs = (FS.verdict([r["lab_extra_2x_ms"] for r in ss], [r["sim_extra_2x_ms"] for r in ss])
+              if len(ss) > 1 else {"mean": float("nan"), "ci95": float("nan"),
+                                   "error_pct": float("nan"), "verdict": "none"})
+        sp = [r for r in sel if r["sim_extra_prog_ms"] == r["sim_extra_prog_ms"]]
+        vp = (FS.verdict([r["lab_extra_ms"] for r in sp], [r["sim_extra_prog_ms"] for r in sp])
+              if sp else {"mean": float("nan"), "ci95": float("nan"),
+                          "error_pct": float("nan"), "verdict": "none"})
+        tv = FS.verdict([r["lab_took_ms"] for r in sel], [r["sim_took_ms"] for r in sel])
+        ls = FS.summary(lab)
+        summary.append({"nbytes": row["size"], "mode": row["mode"], "cuts": len(sel),
+                        "lab_mean_ms": ls["mean"], "lab_ci95_ms": ls.get("ci95"),
+                        "sim_mean_ms": statistics.fmean(sim),
+                        "diff_ms": v["mean"], "diff_ci95_ms": v["ci95"],
+                        "error_pct": v["error_pct"], "verdict": v["verdict"],
+                        "cuts_paired_10pct": _paired_need(v, sim),
+                        "lab_2x_mean_ms": statistics.fmean(r["lab_extra_2x_ms"] for r in sel),
+                        "sim_2x_mean_ms": statistics.fmean(r["sim_extra_2x_ms"] for r in sel),
+                        "diff_2x_ms": v2["mean"], "diff_2x_ci95_ms": v2["ci95"],
+                        "error_2x_pct": v2["error_pct"], "verdict_2x": v2["verdict"],
+                        "sim_r21": rows[-1]["sim_T1_ms"] / rows[-1]["sim_T2_ms"],
+                        "sym_cuts": len(ss),
+                        "lab_2x_sym_mean_ms": (statistics.fmean(r["lab_extra_2x_ms"] for r in ss)
+                                               if ss else float("nan")),
+                        "lab_2x_sym_ci95_ms": (FS.summary([r["lab_extra_2x_ms"] for r in ss])
+                                               .get("ci95", float("nan"))),
+                        "sim_2x_sym_mean_ms": (statistics.fmean(r["sim_extra_2x_ms"] for r in ss)
+                                               if ss else float("nan")),
+                        "diff_2x_sym_ms": vs["mean"], "diff_2x_sym_ci95_ms": vs["ci95"],
+                        "error_2x_sym_pct": vs["error_pct"], "verdict_2x_sym": vs["verdict"],
+                        "cuts_2x_sym_10pct": (_paired_need(vs, [r["sim_extra_2x_ms"] for r in ss])
+                                              if len(ss) > 1 else float("nan")),
+                        "lost_equal_sym": sum(r["lab_lost"] == r["sim_lost"] for r in ss),
+                        "prog_cuts": len(sp),
+                        "sim_prog_mean_ms": (statistics.fmean(r["sim_extra_prog_ms"] for r in sp)
+                                             if sp else float("nan")),
+                        "diff_prog_ms": vp["mean"], "diff_prog_ci95_ms": vp["ci95"],
+                        "error_prog_pct": vp["error_pct"], "verdict_prog": vp["verdict"],
+                        "lost_equal_prog": sum(r["lab_lost"] == r["sim_lost_prog"] for r in sp),
+                        "symmetric": sum(r["symmetric"] for r in sel),
+                        "lost_equal": sum(r["lab_lost"] == r["sim_lost"] for r in sel),
+                        "took_error_pct": tv["error_pct"], "took_verdict": tv["verdict"],
+                        "r21": sel[0]["r21"]})
+    return rows, summary
+
+
+def _ideal(at, t2, t1):
+    """The bench's ideal: two rails until the cut (at, clamped to 0..t2), one after."""
+    before = min(max(at, 0.0), t2)
+    return before + (1 - before / t2) * t1

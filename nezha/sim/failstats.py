@@ -129,3 +129,120 @@ def entry_lags(rank_starts):
         return None
     n = min(len(r) for r in rank_starts)
     return [max(r[i] for r in rank_starts) - rank_starts[0][i] for i in range(n)]
+
+
+def _data_times(rank_traces, j):
+    """Call j from every rank's engine trace (bench/failover.py's raw.rank_traces): (data
+    start, {chan: last op's finish}, {chan: (ops done, ops) summed over ranks}, {chan: every
+    finished op's time, hit calls in files since session 30's second run}) on the wall
+    clock, or None where a rank kept no trace of it. The data start is the last rank's
+    engine start (after its failover snapshot): no ring moves before every rank is in."""
+    t0s, last, count, fins = [], {}, {}, {}
+    for rt in rank_traces:
+        tr = rt["traces"][j] if rt and j < len(rt["traces"]) else None
+        if tr is None:
+            return None
+        t0 = tr[0] / 1e9 + rt["mono_off"]
+        t0s.append(t0)
+        for ch, f in (tr[2] if len(tr) > 2 else ()):  # a hit call's op finish times
+            fins.setdefault(ch, []).extend(t0 + x / 1e9 for x in f)
+        for ch, fin, done, total in tr[1]:
+            if ch < 0:
+                continue
+            if done:
+                last[ch] = max(last.get(ch, 0.0), t0 + fin / 1e9)
+            d, n = count.get(ch, (0, 0))
+            count[ch] = (d + done, n + total)
+    return max(t0s), last, count, fins
+
+
+def same_call(row, rails=2):
+    """The bench's extra of each cut against its own call (rows of a bench/failover.py JSON
+    row with raw.rank_traces, files since session 30), or [] without traces. Rank 0's call
+    time carries the snapshot copy, the entry lag of 4 ranks on 2 cores and the pace of
+    that call's rails, each varying by tens of ms from call to call (the 15-37 ms `noise`
+    at 64 MiB); the bench's ideal is built from medians, so its extra carries all of it.
+    Here the clock starts when the data can move (the last rank's engine start), the
+    two-rail time is the hit call's own: the surviving rail's last op in its main run (L,
+    its 32 slices at this call's pace; times the median ratio of a two-rail call's data time
+    to that rail's in the unhit calls), and the one-rail time is that times the run's median
+    ratio of one-rail to two-rail data times. The end is the last rank's re-run done
+    (its `down` event's rerun_done_s). So extra = end - (c + (1 - c / T2) T1) with c the cut
+    from the data start, the bench's definition at this call's own pace.
+    Per cut: dict(j, rail, c, share (c / T2), L, T2, T1, took (end - start), ideal, extra,
+    lost (the ranks' rerun_slices, max), first_down (first rank's, from the data start)),
+    seconds; and ratios (r21: T1 / T2 medians, n1 / n2 calls) in the first row."""
+    rt = row["raw"].get("rank_traces")
+    if not rt or any(x is None for x in rt):
+        return []
+    rows = row["raw"]["rows"]
+    per_rail = rt[0].get("nconns", 1)  # channel c rides rail c // nconns
+    data = [_data_times(rt, j) for j in range(len(rows))]
+    two, one, adj = [], [], {r: [] for r in range(rails)}
+    for j, d in enumerate(data):
+        if d is None or not d[1]:
+            continue
+        start, last, count, _ = d
+        if any(dn < n for dn, n in count.values()):
+            continue  # a hit call's main run
+        t = max(last.values()) - start
+        if rows[j][2] == BOTH:
+            two.append(t)
+            for r in range(rails):
+                lr = [v for ch, v in last.items() if ch // per_rail == r]
+                if lr:
+                    adj[r].append(t / (max(lr) - start))
+        else:
+            one.append(t)
+    if not two or not one:
+        return []
+    r21 = statistics.median(one) / statistics.median(two)
+    adj = {r: statistics.median(v) if v else 1.0 for r, v in adj.items()}
+    evs = [e for rk in row.get("ranks") or [] for e in rk.get("events") or []
+           if e.get("event") == "down"]
+    called = row["raw"].get("fail_called") or [tf for tf, _ in row["raw"]["failures"]]
+    out = []
+    for n, ((tf, th), tc) in enumerate(zip(row["raw"]["failures"], called)):
+        span = hit_span(rows, tf)
+        if span is None or data[span[0]] is None:
+            continue
+        j = span[0]
+        start, last, count, fins = data[j]  # fins: the hit call's op finish times
+        if len({ch // per_rail for ch in count}) < rails:
+            continue  # a re-run's trace (the main run's was not kept)
+        rail = 0 if (row["size"] < (1 << 20) or n % 2 == 0) else 1  # the bench's rotation
+        live = [v for ch, v in last.items() if ch // per_rail != rail]
+        mine = [e for e in evs if tc - 1e-3 <= e["time"] <= th]
+        ends = [e["rerun_done_s"] for e in mine if e.get("rerun_done_s")]
+        if not live:
+            continue
+        L = max(live) - start
+        T2 = L * adj[1 - rail if rails == 2 else 0]
+        T1 = T2 * r21
+        end = max(ends) if ends else max(last.values())
+        c = tf - start
+        before = min(max(c, 0.0), T2)
+        ideal = before + (1 - before / T2) * T1
+        # the same with the surviving rail's own pace for all the work left (T1 = 2 T2):
+        # no reference from other calls at all, only the rails' symmetry
+        ideal2 = before + (1 - before / T2) * 2 * T2
+        ops = {r: sum(n for ch, (_, n) in count.items() if ch // per_rail == r)
+               for r in range(rails)}
+        # each rail's progress at the cut, read from its ops (share of its ops finished by
+        # then, over every rank): the surviving rail's is the share of the call's work done,
+        # whatever its pace
+        prog = {}
+        for r in range(rails):
+            tot = sum(nn for ch, (_, nn) in count.items() if ch // per_rail == r)
+            f = [x for ch, v in fins.items() if ch // per_rail == r for x in v]
+            prog[r] = sum(x <= tf for x in f) / tot if f and tot else float("nan")
+        out.append(dict(live_progress=prog.get(1 - rail, float("nan")),
+                        dead_progress=prog.get(rail, float("nan")),
+                        j=j, k=n, rail=rail, c=c, share=before / T2, L=L, T2=T2, T1=T1,
+                        took=end - start, ideal=ideal, extra=end - start - ideal,
+                        extra_2x=end - start - ideal2,
+                        symmetric=len(set(ops.values())) == 1,
+                        lost=max((e.get("rerun_slices") or 0 for e in mine), default=0),
+                        first_down=min((e["time"] for e in mine), default=float("nan"))
+                        - start, fail_s=tf - tc, r21=r21, n1=len(one), n2=len(two)))
+    return out
