@@ -10,7 +10,7 @@ import zlib
 from nezha import log
 from nezha.costmodel import (HIER_CLEAR, INA_SMALL_BYTES, PIECE_ONE_PER_HOST, RAIL_RATE, SLICE_STEP,
                              VOTE_COST, CostModel, Layout, OffloadModel, auto_min_piece, bucket_of,
-                             _pow2s, hop_cost_of, ina_small_time)
+                             hop_cost_of, ina_small_time)
 from nezha.topo import placement
 
 ALGO_RING = 1
@@ -42,8 +42,10 @@ SPLIT_ALGOS = ("ring", "rd", "rab", "direct")  # split plans whose rails the mod
 # 71-72 us against 38-40 on one (Open MPI 55-66). Past the first step a stream of calls
 # drains the burst and the measured price of an idle link is too cheap: 8 KiB (6 KiB on
 # one rail) ran 82-85 us on one and 72-75 on two (lab 4 x 1, 400 + 400, session 29,
-# docs/results/session29/rs-small), where a fast 4 KiB sample priced one rail cheaper
-RAILS_MEASURED = (("reduce_scatter", "rd"),)
+# docs/results/session29/rs-small), where a fast 4 KiB sample priced one rail cheaper.
+# rd allgather moves the same bytes (one then two blocks a step): 1 KiB a rank (4 KiB) ran
+# on both rails, MEASURED-ALLGATHER (session 30, docs/results/session30/allgather-small)
+RAILS_MEASURED = (("reduce_scatter", "rd"), ("allgather", "rd"))
 # Steps of rail latency one more rail's slice adds to a small broadcast's tree: its slices
 # run side by side (each a whole tree on its rail), so the extra slice costs the ranks'
 # CPU for its sends and receives, not a round of its own. Lab, 4 x 1, 400 + 100: 2 KiB
@@ -451,14 +453,13 @@ class Planner:
     def _rails_measured(self, coll, name, nbytes):
         """Whether _rails_by_model prices nbytes of coll by name with the measured byte cost
         (RAILS_MEASURED): a measure in force and one rail's bytes on the busiest host's link
-        over the whole call (rd reduce_scatter: (P - 1) / P of the payload, P ranks a power of
-        two, times the pairs leaving one host) within the first measured step's."""
+        over the whole call (rd allgather or reduce_scatter: (P - 1) / P of the payload, P
+        ranks a power of two, times the pairs leaving one host) within the first measured
+        step's."""
         hop = self.layout.hop
         if (coll, name) not in RAILS_MEASURED or hop is None or not hop.points:
             return False
-        p2 = 1 << len(self.layout.rd)
-        link = sum(lk[0] * k * nbytes / self.layout.n for k, lk in zip(_pow2s(p2), self.layout.rd))
-        return link <= hop.points[0][0]
+        return self.layout.rd_blocks_link_bytes(nbytes) <= hop.points[0][0]
 
     def _rails_by_model(self, coll, name, nbytes):
         """How many rails (the fastest first) give the shortest modelled time for nbytes of
