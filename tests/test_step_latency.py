@@ -587,6 +587,10 @@ def test_the_sized_calls_first_drain_a_burst():
 
 # the lab's start-up measure in session 29 (4 x 1, 400 + 400: 4 KiB 113 us)
 LAB_HOP_29 = {"small_ns": 37403, "sizes": [4096, 16384, 65536], "ns": [112834, 628925, 2612764]}
+# bench compare's start-ups in session 30 (4 x 1, 400 + 400, 3 of 3: a 12.8 us step, 4 KiB
+# 60 us a step), where the measured price split 4 KiB (46 us on one rail, 45 on two)
+LAB_HOP_30 = {"small_ns": 25600, "sizes": [4096, 16384, 65536], "ns": [145600, 625600, 2605600]}
+LAB_ALPHA_30 = 12.8e-6
 # rd allgather and reduce_scatter at 4 ranks put 3/4 of the payload on a host's link: one
 # rail's bytes fit in the first sample (4 KiB) up to 16384 / 3 B of payload (all blocks)
 RS_EDGE = 16384 // 3
@@ -594,17 +598,25 @@ RD_BLOCKS = ("reduce_scatter", "allgather")
 
 
 @pytest.mark.parametrize("coll", RD_BLOCKS)
-@pytest.mark.parametrize("hop", [LAB_HOP, LAB_HOP_29], ids=["lab-hop", "lab-hop-29"])
-def test_small_rd_blocks_keep_one_rail_within_the_first_sample(hop, coll):
+@pytest.mark.parametrize("hop,alpha", [(LAB_HOP, 22.13e-6), (LAB_HOP_29, 22.13e-6),
+                                       (LAB_HOP_30, LAB_ALPHA_30), (LAB_HOP_29, LAB_ALPHA_30)],
+                         ids=["lab-hop", "lab-hop-29", "lab-hop-30", "lab-hop-29-step-30"])
+def test_small_rd_blocks_keep_one_rail_within_the_first_sample(hop, alpha, coll):
     """400 + 400, 4 x 1: priced at the sustained rate rd reduce_scatter / allgather went
     over both rails from 3.25 KiB of payload; reduce_scatter 4 KiB ran 71-72 us there against
     38-40 on one (session 29, rs-small), allgather 1 KiB a rank (4 KiB) likewise (session
     30, allgather-small). With a measure in force one rail up to RS_EDGE (the measured
     price), two from just above and at 8 KiB (6 KiB on one rail drains the burst: 82-85 us
-    against 72-75 on two)."""
-    for mbps in ([227.0, 227.0], [235.1, 235.1]):
-        old, new = _lab_planner(mbps), _lab_planner(mbps, hop)
+    against 72-75 on two). One rail whatever the step latency: at 12.8 us the measured
+    price split 4 KiB (session 30: 45-68 us on two rails, 36-38 on one)."""
+    for mbps in ([227.0, 227.0], [235.1, 235.1], [256.0, 256.0]):
+        old, new = _lab_planner(mbps, alpha=alpha), _lab_planner(mbps, hop, alpha)
         assert old._rails_by_model(coll, "rd", 4 << 10) == 2
+        # what session 29 did inside the bound, the measured price, splits at the 12.8 us step
+        lay, r = new.layout, sorted(new.rail_rates, reverse=True)
+        by_measure = [lay.time(coll, "rd", 4 << 10, j, rate=sum(r[:j]))
+                      + (j - 1) * new._slice_cost(coll, "rd") for j in (1, 2)]
+        assert (by_measure[1] < by_measure[0]) == (hop is LAB_HOP_30), by_measure
         assert new.algorithm(coll, 4 << 10) == ALGO_RD
         for nbytes, want in ((2 << 10, 1), (4 << 10, 1), (RS_EDGE, 1), (RS_EDGE + 1, 2),
                              (8 << 10, 2), (16 << 10, 2), (64 << 10, 2)):
@@ -650,7 +662,7 @@ hop = json.loads(os.environ["RS_HOP"])
 coll = os.environ["RS_COLL"]
 p = c.planner  # the lab's agreed inputs, set alike on every rank between two collectives
 p.set_rail_rates([227.0, 227.0], ring_payload=True)
-p.set_step_latency(22.13e-6, "test")
+p.set_step_latency(float(os.environ["RS_ALPHA"]), "test")
 p.set_hop_samples(hop)
 got, keep = [], []
 for count in json.loads(os.environ["RS_COUNTS"]):   # elements of each rank's block
@@ -674,15 +686,19 @@ c.close()
 
 
 @pytest.mark.parametrize("coll", RD_BLOCKS)
-def test_every_rank_runs_the_same_small_rd_blocks_exactly_at_the_edge(coll):
+@pytest.mark.parametrize("hop,alpha", [(LAB_HOP_29, 22.13e-6), (LAB_HOP_30, LAB_ALPHA_30)],
+                         ids=["lab-hop-29", "lab-hop-30"])
+def test_every_rank_runs_the_same_small_rd_blocks_exactly_at_the_edge(coll, hop, alpha):
     """4 ranks on 4 hosts, 2 loop rails, the lab's rates and measure set alike on every
     rank: int64 reduce_scatters / allgathers at the block counts around the edge (RS_EDGE
     of payload: 170 x 8 B x 4) exact against numpy, every rank with the same plan, one rail
-    up to the edge and both rails past it (128: 1 KiB a rank, which main ran on two)."""
+    up to the edge and both rails past it (128: 1 KiB a rank, which session 29's planner ran
+    on two: allgather always, reduce_scatter at the 12.8 us step)."""
     edge = RS_EDGE // 32  # int64 payload: 4 ranks x count x 8 B
     counts = [1, 64, 128, edge - 1, edge, edge + 1, edge + 2, 256, 257]
     res = rp.run_ranks(4, {"NEZHA_LOOP_RAILS": "2", "NEZHA_PROBE": "off", "RS_COLL": coll,
-                           "RS_HOP": json.dumps(LAB_HOP_29), "RS_COUNTS": json.dumps(counts)},
+                           "RS_HOP": json.dumps(hop), "RS_ALPHA": repr(alpha),
+                           "RS_COUNTS": json.dumps(counts)},
                        RS_WORKER)
     for r in res:
         assert all(g["ok"] for g in r["got"]), r["got"]
