@@ -493,6 +493,14 @@ class Layout:
         self.direct = (max((c * (n - c) for c in counts.values()), default=0), most > 1)
         self._chains = {}
 
+    def rd_blocks_link_bytes(self, nbytes):
+        """Bytes the busiest host's link carries over a whole rd allgather or reduce_scatter
+        of nbytes (all blocks together): step k moves k of the n blocks on each of the
+        step's pairs leaving a host ((P - 1) / P of the payload at P ranks a power of two
+        and one rank a host)."""
+        return sum(lk[0] * k * nbytes / self.n
+                   for k, lk in zip(_pow2s(1 << len(self.rd)), self.rd))
+
     def steps(self, coll, algo):
         """How many steps between ranks one slice of algo makes (a second slice on another
         rail makes them all again): ring, rd, rab (the fold's two included)."""

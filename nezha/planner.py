@@ -10,7 +10,7 @@ import zlib
 from nezha import log
 from nezha.costmodel import (HIER_CLEAR, INA_SMALL_BYTES, PIECE_ONE_PER_HOST, RAIL_RATE, SLICE_STEP,
                              VOTE_COST, CostModel, Layout, OffloadModel, auto_min_piece, bucket_of,
-                             _pow2s, hop_cost_of, ina_small_time)
+                             hop_cost_of, ina_small_time)
 from nezha.topo import placement
 
 ALGO_RING = 1
@@ -34,16 +34,22 @@ MAX_PIECES = 64  # slices of one collective (the vote carries one bit per slice)
 # the others (broadcast's chain, reduce, alltoall, a re-run) keep the minimum piece
 PIECE_MODEL_COLLS = ("allreduce", "allgather", "reduce_scatter")
 SPLIT_ALGOS = ("ring", "rd", "rab", "direct")  # split plans whose rails the model picks
-# (collective, algorithm) whose rails _rails_by_model prices with the measured byte cost of
-# small steps (Layout.hop) where one rail's bytes of the whole call, on a host's link, fit in
-# the start-up measure's first step (costmodel.HOP_SIZES[0]: what it saw pass from idle, in
-# the shaper's burst). rd reduce_scatter's steps carry half then a quarter of the payload
-# (3 KiB of 4 KiB at 4 ranks); priced at the sustained rate it went over both rails at 4 KiB:
-# 71-72 us against 38-40 on one (Open MPI 55-66). Past the first step a stream of calls
-# drains the burst and the measured price of an idle link is too cheap: 8 KiB (6 KiB on
-# one rail) ran 82-85 us on one and 72-75 on two (lab 4 x 1, 400 + 400, session 29,
-# docs/results/session29/rs-small), where a fast 4 KiB sample priced one rail cheaper
-RAILS_MEASURED = (("reduce_scatter", "rd"),)
+# (collective, algorithm) that _rails_by_model keeps on one rail where one rail's bytes of
+# the whole call, on a host's link, fit in the start-up measure's first step
+# (costmodel.HOP_SIZES[0]: what it saw pass from idle, in the shaper's burst; no measure,
+# the sustained price as for the others). rd reduce_scatter's steps carry half then a
+# quarter of the payload (3 KiB of 4 KiB at 4 ranks); priced at the sustained rate it went
+# over both rails at 4 KiB: 71-72 us against 38-40 on one (Open MPI 55-66). Past the first
+# step a stream of calls drains the burst and the measured price of an idle link is too
+# cheap: 8 KiB (6 KiB on one rail) ran 82-85 us on one and 72-75 on two (lab 4 x 1, 400 +
+# 400, session 29, docs/results/session29/rs-small), where a fast 4 KiB sample priced one
+# rail cheaper (session 29 priced the rails inside the bound with the measure).
+# rd allgather moves the same bytes (one then two blocks a step). Within the first sample the
+# measure is one rail's burst and holds nothing a second slice would save: priced by it, a
+# start-up with a 12-13 us step split 4 KiB (46 against 45 us) and bench compare's allgather
+# 1 KiB a rank ran 45-68 us on two rails against 36-38 on one (Open MPI 37-39), 512 B a rank
+# 50 against 24 (session 30, docs/results/session30/allgather-small)
+RAILS_MEASURED = (("reduce_scatter", "rd"), ("allgather", "rd"))
 # Steps of rail latency one more rail's slice adds to a small broadcast's tree: its slices
 # run side by side (each a whole tree on its rail), so the extra slice costs the ranks'
 # CPU for its sends and receives, not a round of its own. Lab, 4 x 1, 400 + 100: 2 KiB
@@ -449,16 +455,15 @@ class Planner:
         return SLICE_STEP * self.layout.rail_alpha * self.layout.steps(coll, name)
 
     def _rails_measured(self, coll, name, nbytes):
-        """Whether _rails_by_model prices nbytes of coll by name with the measured byte cost
-        (RAILS_MEASURED): a measure in force and one rail's bytes on the busiest host's link
-        over the whole call (rd reduce_scatter: (P - 1) / P of the payload, P ranks a power of
-        two, times the pairs leaving one host) within the first measured step's."""
+        """Whether _rails_by_model keeps nbytes of coll by name on one rail (RAILS_MEASURED):
+        a measure in force and one rail's bytes on the busiest host's link
+        over the whole call (rd allgather or reduce_scatter: (P - 1) / P of the payload, P
+        ranks a power of two, times the pairs leaving one host) within the first measured
+        step's."""
         hop = self.layout.hop
         if (coll, name) not in RAILS_MEASURED or hop is None or not hop.points:
             return False
-        p2 = 1 << len(self.layout.rd)
-        link = sum(lk[0] * k * nbytes / self.layout.n for k, lk in zip(_pow2s(p2), self.layout.rd))
-        return link <= hop.points[0][0]
+        return self.layout.rd_blocks_link_bytes(nbytes) <= hop.points[0][0]
 
     def _rails_by_model(self, coll, name, nbytes):
         """How many rails (the fastest first) give the shortest modelled time for nbytes of
@@ -474,9 +479,11 @@ class Planner:
         # (session 26). With the measured byte cost of small steps (Layout.hop) a
         # second slice at 4-8 KiB saved less than 0.75 steps and rab 8 KiB ran on one
         # rail: 184-195 us against 104-139 on two (docs/results/session27/bytecost)
-        measured = self._rails_measured(coll, name, nbytes)
+        # within the first measured step (RAILS_MEASURED) the measure is one rail's burst
+        if self._rails_measured(coll, name, nbytes):
+            return 1
         best = min((self.layout.time(coll, name, nbytes, j, rate=sum(rates[:j]),
-                                     measured=measured)
+                                     measured=False)
                     + (j - 1) * extra, j) for j in range(1, len(rates) + 1))
         return best[1]
 

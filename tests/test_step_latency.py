@@ -303,7 +303,7 @@ def test_a_fast_measured_byte_cost_flips_8k_broadcast_to_the_tree(mbps):
     assert new.algorithm("allreduce", 16 << 10) != ALGO_RD
     # the rails of a split plan are chosen at the sustained rates, as SLICE_STEP was
     # measured: rab 8 KiB on one rail (the measured price) ran 184-195 us against 104-139;
-    # rd reduce_scatter at the measured price only within the first sample (below)
+    # rd allgather and reduce_scatter at the measured price only within the first sample (below)
     for coll, name in (("allreduce", "rab"), ("allreduce", "ring"), ("allgather", "rd"),
                        ("reduce_scatter", "rd")):
         for kb in (4, 8, 16, 32, 64, 128):
@@ -312,7 +312,9 @@ def test_a_fast_measured_byte_cost_flips_8k_broadcast_to_the_tree(mbps):
             assert new._rails_by_model(coll, name, kb << 10) == \
                 old._rails_by_model(coll, name, kb << 10), (coll, name, kb)
     assert [new._rails_measured(c, "rd", 4 << 10) for c in ("allgather", "reduce_scatter")] \
-        == [False, True]
+        == [True, True]
+    assert not any(new._rails_measured(c, n, 4 << 10) for c, n in
+                   (("allreduce", "rab"), ("allreduce", "ring"), ("allgather", "ring")))
 
 
 def test_a_measure_at_the_sustained_rate_changes_no_choice():
@@ -585,46 +587,69 @@ def test_the_sized_calls_first_drain_a_burst():
 
 # the lab's start-up measure in session 29 (4 x 1, 400 + 400: 4 KiB 113 us)
 LAB_HOP_29 = {"small_ns": 37403, "sizes": [4096, 16384, 65536], "ns": [112834, 628925, 2612764]}
-# rd reduce_scatter at 4 ranks puts 3/4 of the payload on a host's link: one rail's bytes
-# fit in the first sample (4 KiB) up to 16384 / 3 B of payload
+# bench compare's start-ups in session 30 (4 x 1, 400 + 400, 3 of 3: a 12.8 us step, 4 KiB
+# 60 us a step), where the measured price split 4 KiB (46 us on one rail, 45 on two)
+LAB_HOP_30 = {"small_ns": 25600, "sizes": [4096, 16384, 65536], "ns": [145600, 625600, 2605600]}
+LAB_ALPHA_30 = 12.8e-6
+# rd allgather and reduce_scatter at 4 ranks put 3/4 of the payload on a host's link: one
+# rail's bytes fit in the first sample (4 KiB) up to 16384 / 3 B of payload (all blocks)
 RS_EDGE = 16384 // 3
+RD_BLOCKS = ("reduce_scatter", "allgather")
 
 
-@pytest.mark.parametrize("hop", [LAB_HOP, LAB_HOP_29], ids=["lab-hop", "lab-hop-29"])
-def test_small_rd_reduce_scatter_keeps_one_rail_within_the_first_sample(hop):
-    """400 + 400, 4 x 1: priced at the sustained rate rd reduce_scatter went over both rails
-    from 2.75 KiB; 4 KiB ran 71-72 us there against 38-40 on one (session 29, rs-small).
-    With a measure in force one rail up to RS_EDGE (the measured price), two from just
-    above and at 8 KiB (6 KiB on one rail drains the burst: 82-85 us against 72-75 on two)."""
-    for mbps in ([227.0, 227.0], [235.1, 235.1]):
-        old, new = _lab_planner(mbps), _lab_planner(mbps, hop)
-        assert old._rails_by_model("reduce_scatter", "rd", 4 << 10) == 2
-        assert new.algorithm("reduce_scatter", 4 << 10) == ALGO_RD
+@pytest.mark.parametrize("coll", RD_BLOCKS)
+@pytest.mark.parametrize("hop,alpha", [(LAB_HOP, 22.13e-6), (LAB_HOP_29, 22.13e-6),
+                                       (LAB_HOP_30, LAB_ALPHA_30), (LAB_HOP_29, LAB_ALPHA_30)],
+                         ids=["lab-hop", "lab-hop-29", "lab-hop-30", "lab-hop-29-step-30"])
+def test_small_rd_blocks_keep_one_rail_within_the_first_sample(hop, alpha, coll):
+    """400 + 400, 4 x 1: priced at the sustained rate rd reduce_scatter / allgather went
+    over both rails from 3.25 KiB of payload; reduce_scatter 4 KiB ran 71-72 us there against
+    38-40 on one (session 29, rs-small), allgather 1 KiB a rank (4 KiB) likewise (session
+    30, allgather-small). With a measure in force one rail up to RS_EDGE (the measured
+    price), two from just above and at 8 KiB (6 KiB on one rail drains the burst: 82-85 us
+    against 72-75 on two). One rail whatever the step latency: at 12.8 us the measured
+    price split 4 KiB (session 30: 45-68 us on two rails, 36-38 on one)."""
+    for mbps in ([227.0, 227.0], [235.1, 235.1], [256.0, 256.0]):
+        old, new = _lab_planner(mbps, alpha=alpha), _lab_planner(mbps, hop, alpha)
+        assert old._rails_by_model(coll, "rd", 4 << 10) == 2
+        # what session 29 did inside the bound, the measured price, splits at the 12.8 us step
+        lay, r = new.layout, sorted(new.rail_rates, reverse=True)
+        by_measure = [lay.time(coll, "rd", 4 << 10, j, rate=sum(r[:j]))
+                      + (j - 1) * new._slice_cost(coll, "rd") for j in (1, 2)]
+        assert (by_measure[1] < by_measure[0]) == (hop is LAB_HOP_30), by_measure
+        assert new.algorithm(coll, 4 << 10) == ALGO_RD
         for nbytes, want in ((2 << 10, 1), (4 << 10, 1), (RS_EDGE, 1), (RS_EDGE + 1, 2),
                              (8 << 10, 2), (16 << 10, 2), (64 << 10, 2)):
-            assert new._rails_used(nbytes, "reduce_scatter", "rd") == want, (mbps, nbytes)
-        assert new._rails_measured("reduce_scatter", "rd", RS_EDGE)
-        assert not new._rails_measured("reduce_scatter", "rd", RS_EDGE + 1)
+            assert new._rails_used(nbytes, coll, "rd") == want, (mbps, nbytes)
+        assert new._rails_measured(coll, "rd", RS_EDGE)
+        assert not new._rails_measured(coll, "rd", RS_EDGE + 1)
         # the split itself: one slice at 4 KiB, both rails past the edge
         c = (4 << 10) // 16
-        assert len(new.blocks("reduce_scatter", c, 4, ALGO_RD).slices) == 1
+        assert len(new.blocks(coll, c, 4, ALGO_RD).slices) == 1
         c = (RS_EDGE + 16) // 16
-        assert {ch for ch, _, _ in new.blocks("reduce_scatter", c, 4, ALGO_RD).slices} == {0, 1}
+        assert {ch for ch, _, _ in new.blocks(coll, c, 4, ALGO_RD).slices} == {0, 1}
         # the price agrees with the rails: rd at 4 KiB costs what one rail's rd costs
-        one = new.layout.time("reduce_scatter", "rd", 4 << 10, 1, rate=max(new.rail_rates))
-        assert new.flat_times("reduce_scatter", 4 << 10)["rd"] == pytest.approx(one)
+        one = new.layout.time(coll, "rd", 4 << 10, 1, rate=max(new.rail_rates))
+        assert new.flat_times(coll, 4 << 10)["rd"] == pytest.approx(one)
 
 
-def test_without_a_measure_or_on_400_100_the_small_reduce_scatter_rails_stay():
+def test_the_rd_blocks_link_bytes_are_three_quarters_at_four_ranks_one_a_host():
+    """Layout.rd_blocks_link_bytes: rd's blocks over a whole call, one rank a host, P = 4:
+    one block then two leave each host (3/4 of the payload); 8 ranks: 1 + 2 + 4 of 8."""
+    assert Layout([0, 1, 2, 3]).rd_blocks_link_bytes(4096) == 3072
+    assert Layout(list(range(8))).rd_blocks_link_bytes(8192) == 7168
+
+
+@pytest.mark.parametrize("coll", RD_BLOCKS)
+def test_without_a_measure_or_on_400_100_the_small_rd_blocks_rails_stay(coll):
     """No measure (the constants): the sustained price as before. 400 + 100 with the lab's
     measure: the same rails as before at every size (one rail already up to 7 KiB)."""
     p = _lab_planner([227.0, 227.0])
-    assert not p._rails_measured("reduce_scatter", "rd", 4 << 10)
-    assert p._rails_used(4 << 10, "reduce_scatter", "rd") == 2
+    assert not p._rails_measured(coll, "rd", 4 << 10)
+    assert p._rails_used(4 << 10, coll, "rd") == 2
     old, new = _lab_planner([248.0, 60.0]), _lab_planner([248.0, 60.0], LAB_HOP_29)
     for nbytes in range(1 << 10, 64 << 10, 256):
-        assert new._rails_used(nbytes, "reduce_scatter", "rd") == \
-            old._rails_used(nbytes, "reduce_scatter", "rd"), nbytes
+        assert new._rails_used(nbytes, coll, "rd") == old._rails_used(nbytes, coll, "rd"), nbytes
 
 
 RS_WORKER = """
@@ -634,18 +659,24 @@ from nezha.planner import ALGO_NAMES
 c = nezha.Communicator()
 r, n = c.rank, c.size
 hop = json.loads(os.environ["RS_HOP"])
+coll = os.environ["RS_COLL"]
 p = c.planner  # the lab's agreed inputs, set alike on every rank between two collectives
 p.set_rail_rates([227.0, 227.0], ring_payload=True)
-p.set_step_latency(22.13e-6, "test")
+p.set_step_latency(float(os.environ["RS_ALPHA"]), "test")
 p.set_hop_samples(hop)
 got, keep = [], []
 for count in json.loads(os.environ["RS_COUNTS"]):   # elements of each rank's block
-    send = ((np.arange(n * count, dtype=np.int64) * 7919 + r * 104729) % 1000003)
-    out = np.full(count, -1, np.int64)
-    c.reduce_scatter(send, out)
+    inputs = [((np.arange(n * count, dtype=np.int64) * 7919 + q * 104729) % 1000003)
+              for q in range(n)]
+    if coll == "reduce_scatter":
+        send, out = inputs[r], np.full(count, -1, np.int64)
+        c.reduce_scatter(send, out)
+        want = sum(inputs)[r * count:(r + 1) * count]
+    else:  # each rank's block: the first count of its input
+        send, out = inputs[r][:count].copy(), np.full(n * count, -1, np.int64)
+        c.allgather(send, out)
+        want = np.concatenate([x[:count] for x in inputs])
     keep += [send, out]  # fresh buffers every call: no cached schedule
-    want = sum(((np.arange(n * count, dtype=np.int64) * 7919 + q * 104729) % 1000003)
-               for q in range(n))[r * count:(r + 1) * count]
     plan = c._st.last_plan
     got.append({"count": count, "ok": bool(np.array_equal(out, want)),
                 "algo": ALGO_NAMES[plan.algo], "slices": [list(s) for s in plan.slices]})
@@ -654,15 +685,20 @@ c.close()
 """
 
 
-def test_every_rank_runs_the_same_small_reduce_scatter_exactly_at_the_edge():
+@pytest.mark.parametrize("coll", RD_BLOCKS)
+@pytest.mark.parametrize("hop,alpha", [(LAB_HOP_29, 22.13e-6), (LAB_HOP_30, LAB_ALPHA_30)],
+                         ids=["lab-hop-29", "lab-hop-30"])
+def test_every_rank_runs_the_same_small_rd_blocks_exactly_at_the_edge(coll, hop, alpha):
     """4 ranks on 4 hosts, 2 loop rails, the lab's rates and measure set alike on every
-    rank: int64 reduce_scatters at the block counts around the edge (RS_EDGE of payload:
-    341 x 8 B x 4 ... ) exact against numpy, every rank with the same plan, one rail up
-    to the edge and both rails past it."""
+    rank: int64 reduce_scatters / allgathers at the block counts around the edge (RS_EDGE
+    of payload: 170 x 8 B x 4) exact against numpy, every rank with the same plan, one rail
+    up to the edge and both rails past it (128: 1 KiB a rank, which session 29's planner ran
+    on two: allgather always, reduce_scatter at the 12.8 us step)."""
     edge = RS_EDGE // 32  # int64 payload: 4 ranks x count x 8 B
-    counts = [1, 64, edge - 1, edge, edge + 1, edge + 2, 256, 257]
-    res = rp.run_ranks(4, {"NEZHA_LOOP_RAILS": "2", "NEZHA_PROBE": "off",
-                           "RS_HOP": json.dumps(LAB_HOP_29), "RS_COUNTS": json.dumps(counts)},
+    counts = [1, 64, 128, edge - 1, edge, edge + 1, edge + 2, 256, 257]
+    res = rp.run_ranks(4, {"NEZHA_LOOP_RAILS": "2", "NEZHA_PROBE": "off", "RS_COLL": coll,
+                           "RS_HOP": json.dumps(hop), "RS_ALPHA": repr(alpha),
+                           "RS_COUNTS": json.dumps(counts)},
                        RS_WORKER)
     for r in res:
         assert all(g["ok"] for g in r["got"]), r["got"]
