@@ -14,7 +14,7 @@ MB = 1 << 20
 
 
 def _run(size=64 * MB, two=1.0, one=2.0, cut_c=0.3, lost=22, end_after=0.75,
-         skew=(0.0, 0.004, 0.002, 0.001), off=1000.0, extra_down=0.006):
+         skew=(0.0, 0.004, 0.002, 0.001), off=1000.0, extra_down=0.006, hit_ops=(30, 30)):
     """A bench row: 4 ranks, channel c = rail c (nconns 1), two-rail calls whose data take
     `two` s on both rails, one-rail calls `one` s on rail 1, and call 3 hit by a cut of
     rail 0 `cut_c` s after its data started (the last rank's engine start), its surviving
@@ -36,8 +36,10 @@ def _run(size=64 * MB, two=1.0, one=2.0, cut_c=0.3, lost=22, end_after=0.75,
             for r in range(len(skew)):
                 # rail 0's ops left undone; the survivor (rail 1) done at `two`
                 traces[r].append([round((t + skew[r] - off) * 1e9),
-                                  [[0, round((cut_c - 0.01 + max(skew) - skew[r]) * 1e9), 7, 30],
-                                   [1, round((two + max(skew) - skew[r]) * 1e9), 30, 30]]])
+                                  [[0, round((cut_c - 0.01 + max(skew) - skew[r]) * 1e9), 7,
+                                    hit_ops[0]],
+                                   [1, round((two + max(skew) - skew[r]) * 1e9), hit_ops[1],
+                                    hit_ops[1]]]])
                 events[r].append(dict(event="down", channel="rail0", time=start + two + extra_down
                                       + 0.001 * r, rerun_done_s=start + dur, rerun_slices=lost))
         elif alive == 3:
@@ -117,3 +119,51 @@ def test_model_side_places_the_cut_at_the_same_share(tmp_path):
     assert r["lab_extra_ms"] == pytest.approx(50.0, abs=1e-3)
     (sm,) = summ
     assert sm["cuts"] == 1 and sm["verdict"] in ("within", "outside", "unresolved")
+
+
+def test_plan_for_ops_reads_the_planners_split_back_from_the_trace_counts():
+    # the planner's 64 MiB plan on rails planned at 0.4 and 0.37 Gbit/s: 32 + 31 slices
+    ops, slices = FO._plan_ops(4, 64 * MB, (0.4, 0.37))
+    assert slices == (32, 31) and ops[0] > ops[1]
+    pr = FO.plan_for_ops(4, 64 * MB, ops)
+    assert pr[0] == 0.4 and 0.36 < pr[1] < 0.38
+    assert FO._plan_ops(4, 64 * MB, pr) == (ops, slices)
+    # the lighter rail first: the same split mirrored
+    pr = FO.plan_for_ops(4, 64 * MB, ops[::-1])
+    assert pr[1] == 0.4 and FO._plan_ops(4, 64 * MB, pr)[1] == (31, 32)
+    # the even split is the planner's own on equal rails: no plan to give
+    even = FO._plan_ops(4, 64 * MB, (0.4, 0.4))[0]
+    assert FO.plan_for_ops(4, 64 * MB, even) is None
+    with pytest.raises(ValueError):
+        FO.plan_for_ops(4, 64 * MB, (ops[0], ops[1] - 1))
+
+
+def test_model_side_replays_the_hit_calls_uneven_plan(tmp_path):
+    # the hit call planned 32 + 31 (rail 0, the cut one, the lighter): ops per rank as the
+    # engine traces them (each rank a quarter of the counts)
+    ops, _ = FO._plan_ops(4, 64 * MB, (0.37, 0.4))
+    assert ops[0] < ops[1] and ops[0] % 4 == 0 == ops[1] % 4
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps([_run(hit_ops=(ops[0] // 4, ops[1] // 4), cut_c=0.45)]))
+    kw = dict(timeout=0.06, vote=0.005)
+    rows, summ = FO.same_call(str(path), [0.4, 0.4], 4, **kw)
+    (r,) = rows
+    assert r["rail_ops"] == list(ops) and not r["symmetric"] and r["plan_matched"]
+    pr = FO.plan_for_ops(4, 64 * MB, ops)
+    # the model's T2: its surviving rail's (1) last transfer in the uncut uneven call
+    L = FO._rail_last(4, (0.4, 0.4), pr, 64 * MB, 1, 0.0, 1 << 20)
+    assert r["sim_T2_ms"] == pytest.approx(L * 1e3)
+    p = FO.predict(4, [0.4, 0.4], 64 * MB, 1, 0, 0.45 * L, plan_rates=pr, **kw)
+    s = 1.0 / L
+    assert r["sim_lost"] == p["unfinished"]
+    assert r["sim_extra_2x_ms"] == pytest.approx(
+        (p["took_ms"] - FO._ideal(0.45 * L * 1e3, L * 1e3, 2 * L * 1e3)) * s)
+    # not the even plan's answer: the survivor carries 32 of 63 slices, not 32 of 64
+    t2 = FO._references(4, (0.4, 0.4), 64 * MB, 0, 0.0, 1 << 20)[0]
+    pe = FO.predict(4, [0.4, 0.4], 64 * MB, 1, 0, 0.45 * t2, **kw)
+    even = (pe["took_ms"] - FO._ideal(0.45 * t2 * 1e3, t2 * 1e3, 2 * t2 * 1e3)) / t2
+    assert abs(r["sim_extra_2x_ms"] - even) > 5.0
+    assert summ[0]["plan_unmatched"] == 0
+    # plan=False: the even split for every cut, as before
+    rows0, _ = FO.same_call(str(path), [0.4, 0.4], 4, plan=False, **kw)
+    assert rows0[0]["sim_extra_2x_ms"] == pytest.approx(even)

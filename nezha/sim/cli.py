@@ -306,6 +306,7 @@ def cmd_failover(a):
                          ("sim_took_ms", "{:.1f}"), ("lab_extra_ms", "{:.1f}"),
                          ("sim_extra_ms", "{:.1f}"), ("lab_extra_2x_ms", "{:.1f}"),
                          ("sim_extra_2x_ms", "{:.1f}"), ("symmetric", "{}"),
+                         ("rail_ops", "{}"),
                          ("lab_live_progress", "{:.3f}"), ("lab_dead_progress", "{:.3f}"),
                          ("sim_extra_prog_ms", "{:.1f}"), ("sim_lost_prog", "{}"),
                          ("lab_lost", "{}"), ("sim_lost", "{}"),
@@ -318,14 +319,15 @@ def cmd_failover(a):
                      ("diff_ci95_ms", "{:.1f}"), ("error_pct", "{:+.1f}"), ("verdict", "{}"),
                      ("cuts_paired_10pct", "{}"), ("lost_equal", "{}"),
                      ("took_error_pct", "{:+.2f}"), ("took_verdict", "{}"), ("r21", "{:.4f}"),
-                     ("sim_r21", "{:.4f}"), ("symmetric", "{}")])
+                     ("sim_r21", "{:.4f}"), ("symmetric", "{}"), ("plan_unmatched", "{}")])
         print("\n# the same with T1 = 2 T2 on both sides (the surviving rail's own pace for "
               "all the work left; no reference from other calls)")
         table(summ, [("nbytes", "{}"), ("mode", "{}"), ("cuts", "{}"),
                      ("lab_2x_mean_ms", "{:.1f}"), ("sim_2x_mean_ms", "{:.1f}"),
                      ("diff_2x_ms", "{:+.1f}"), ("diff_2x_ci95_ms", "{:.1f}"),
                      ("error_2x_pct", "{:+.1f}"), ("verdict_2x", "{}")])
-        print("\n# T1 = 2 T2, the cuts whose hit call had the model's plan (an even split)")
+        print("\n# T1 = 2 T2, the cuts whose hit call had an even split (the model replays "
+              "every hit call's own plan, rail_ops; these are the ones it had before)")
         table(summ, [("nbytes", "{}"), ("mode", "{}"), ("sym_cuts", "{}"),
                      ("lab_2x_sym_mean_ms", "{:.1f}"), ("lab_2x_sym_ci95_ms", "{:.1f}"),
                      ("sim_2x_sym_mean_ms", "{:.1f}"), ("diff_2x_sym_ms", "{:+.1f}"),
@@ -633,7 +635,8 @@ def parser():
     fo.add_argument("--same-call", action="store_true",
                     help="striped cuts against their own call (files with the engine's "
                     "traces, bench/failover.py since session 30): the extra at the hit "
-                    "call's own pace from its data start, lab vs model, paired")
+                    "call's own pace from its data start, lab vs model, paired; the model "
+                    "runs each hit call's own plan, read from its ops per rail)")
     fo.add_argument("--phases", action="store_true",
                     help="every cut's detection and re-run, lab (its events) vs model")
     fo.add_argument("--csv")

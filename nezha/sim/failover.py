@@ -154,7 +154,8 @@ def phase_wait(k, heartbeat=HEARTBEAT_S, q=None):
 
 def predict(hosts, rates_gbps, nbytes, cut_host, cut_rail, at, timeout=0.06, vote=VOTE_S,
             alpha=0.0, detect="silence", piece=1 << 20, heartbeat=HEARTBEAT_S, spin=SPIN_S,
-            phase_q=None, phase_silence=True, resend=True, start=0.0, ref_start=None, rph=1):
+            phase_q=None, phase_silence=True, resend=True, start=0.0, ref_start=None, rph=1,
+            plan_rates=None):
     """One cut: a dict with the simulated two-rail and one-rail times, when the cut slices
     were detected and re-run, and the extra time over the bench's ideal (seconds). A lazy
     plan of one slice (small) goes to the lazy model (a small striped one, lazy too since
@@ -167,7 +168,10 @@ def predict(hosts, rates_gbps, nbytes, cut_host, cut_rail, at, timeout=0.06, vot
     the cut lands at - start into the data, and took, detected and the ideal's two- and
     one-rail times all carry start (ref_start, when given, for the ideal's: the bench's
     references are medians over calls whose start varies). rph: ranks per host (striped
-    plans; the lazy model has one)."""
+    plans; the lazy model has one). plan_rates (Gbit/s per rail, striped plans): the hit
+    call's plan is the planner's for these rates instead of the fabric's (a call right after
+    a re-admission, planned unevenly: plan_for_ops); the fabric, the references and the
+    re-run keep rates_gbps."""
     if resend and cut_rail == 0:
         vote += VOTE_RESEND_S
     R = len(rates_gbps)
@@ -181,7 +185,8 @@ def predict(hosts, rates_gbps, nbytes, cut_host, cut_rail, at, timeout=0.06, vot
     fab = F.MultiRail(hosts, R, list(rates_gbps), 0.0)
     alive = [c != cut_rail for c in range(R)]
     # the bench's references: two rails, and the surviving rails alone
-    wl2, plan = N.workload("allreduce", nbytes, _planner(hosts, rates, piece=piece, rph=rph))
+    prates = rates if plan_rates is None else [g * 1e9 / 8 for g in plan_rates]
+    wl2, plan = N.workload("allreduce", nbytes, _planner(hosts, prates, piece=piece, rph=rph))
     if len(plan.slices) == 1 and nbytes <= LAZY_MAX_BYTES:
         F._need(rph == 1, "ranks_per_host", rph, "the lazy model has one rank per host")
         return _predict_lazy(hosts, rates, fab, wl2, plan, nbytes, cut_host, cut_rail, at,
@@ -235,6 +240,61 @@ def predict(hosts, rates_gbps, nbytes, cut_host, cut_rail, at, timeout=0.06, vot
             "extra_ms": (start + end - ideal) * 1e3, "start_ms": start * 1e3,
             "rerun_slices": rerun_slices,
             "rerun_bytes": sum(c for _, _, c in rerun_slices) * plan.esize}
+
+
+@functools.lru_cache(maxsize=256)
+def _plan_ops(hosts, nbytes, plan_rates, piece=1 << 20, rph=1):
+    """The planner's plan for plan_rates (Gbit/s per rail): the ops on each rail as the
+    engine traces count them (a send on one rank and its receive on another: twice the
+    model's network transfers), and the slices on each rail."""
+    rates = [g * 1e9 / 8 for g in plan_rates]
+    wl, plan = N.workload("allreduce", nbytes, _planner(hosts, rates, piece=piece, rph=rph))
+    net = wl.kind == NET
+    ops = tuple(2 * int(np.count_nonzero(net & (wl.chan == c))) for c in range(len(rates)))
+    slices = tuple(sum(1 for s in plan.slices if s[0] == c) for c in range(len(rates)))
+    return ops, slices
+
+
+def plan_for_ops(hosts, nbytes, rail_ops, rates_gbps=(0.4, 0.4), piece=1 << 20, rph=1,
+                 step=0.0025):
+    """The hit call's plan, read back from its trace: the ops each rail had (summed over
+    the ranks, failstats.same_call's rail_ops). None if the planner's plan for rates_gbps
+    has those counts (the even split on equal rails). Else planner rates (Gbit/s) whose
+    plan has them: the lighter rail's rate scaled by the middle of the range of shares that
+    give them (the planner splits the bytes in the rates' ratio; the trace keeps no bytes,
+    so the split inside that range, a few % of a slice, is not known). Raises ValueError
+    when no share gives the counts (two rails)."""
+    rail_ops = tuple(int(x) for x in rail_ops)
+    rates_gbps = tuple(rates_gbps)
+    if _plan_ops(hosts, nbytes, rates_gbps, piece, rph)[0] == rail_ops:
+        return None
+    F._need(len(rates_gbps) == 2, "rails", len(rates_gbps), "an uneven plan on two rails")
+    light = int(np.argmin(rail_ops))
+    hits = []
+    for i in range(1, int(0.7 / step)):
+        share = 1.0 - i * step
+        pr = list(rates_gbps)
+        pr[light] = rates_gbps[light] * share
+        if _plan_ops(hosts, nbytes, tuple(pr), piece, rph)[0] == rail_ops:
+            hits.append(share)
+        elif hits:
+            break
+    if not hits:
+        raise ValueError(f"no plan of {nbytes} B has {rail_ops} ops per rail")
+    pr = list(rates_gbps)
+    pr[light] = rates_gbps[light] * (hits[0] + hits[-1]) / 2
+    return tuple(pr)
+
+
+@functools.lru_cache(maxsize=256)
+def _rail_last(hosts, rates_gbps, plan_rates, nbytes, rail, alpha, piece, rph=1):
+    """Seconds to `rail`'s last network transfer in an uncut call with the planner's plan
+    for plan_rates on the fabric of rates_gbps: the model's L (failstats.same_call's T2)."""
+    rates = [g * 1e9 / 8 for g in plan_rates]
+    fab = F.MultiRail(hosts, len(rates_gbps), list(rates_gbps), 0.0)
+    wl, _ = N.workload("allreduce", nbytes, _planner(hosts, rates, piece=piece, rph=rph))
+    r = _sim(wl, fab, alpha, rph=rph)
+    return float(np.nanmax(r.t_end[(wl.kind == NET) & (wl.chan == rail)]))
 
 
 def _predict_lazy(hosts, rates, fab, wl, plan, nbytes, cut_host, cut_rail, at, timeout,
@@ -571,14 +631,16 @@ def _pieces(ev, one_rail, nbytes, piece=1 << 20):
     return int(round((ev["rerun_done_s"] - ev["time"]) / (one_rail / (nbytes // piece))))
 
 
-def same_call(path, rates_gbps=(0.4, 0.4), hosts=4, **kw):
+def same_call(path, rates_gbps=(0.4, 0.4), hosts=4, plan=True, **kw):
     """Every cut of a bench JSON with the engine's traces (bench/failover.py since session
     30) against the model, each on its own call (failstats.same_call): the cut placed at the
     same share of the hit call's own two-rail data time, the model's extra against its own
     ideal (its two- and one-rail times, start 0: the data clock) scaled by the lab's T2 over
     the model's, next to the lab's extra against its own call. Returns (rows, summary):
     per cut, and per (size, mode) the paired verdict (failstats.verdict) of the extras, of
-    the hit call's data time, and lost slices lab = model."""
+    the hit call's data time, and lost slices lab = model. plan: the model runs each hit
+    call's own plan, read from its trace's ops per rail (plan_for_ops; False: the even
+    split for every cut, as before session 30's second look)."""
     import statistics
     rows, summary = [], []
     for row in bench_json(path):
@@ -587,15 +649,31 @@ def same_call(path, rates_gbps=(0.4, 0.4), hosts=4, **kw):
         cuts = FS.same_call(row)
         for c in cuts:
             h = 1 + c["k"] % 3
-            t2 = predict(hosts, list(rates_gbps), row["size"], h, c["rail"], 10.0,
-                         **kw)["two_rail_ms"] / 1e3
+            # the hit call's own plan (its ops per rail in the trace): an uneven one right
+            # after a re-admission is replayed as it ran (plan_rates), the even one as before
+            pr, matched = None, True
+            if plan and c.get("rail_ops"):
+                try:
+                    pr = plan_for_ops(hosts, row["size"], c["rail_ops"], tuple(rates_gbps),
+                                      kw.get("piece", 1 << 20), kw.get("rph", 1))
+                except ValueError:
+                    matched = False
+            pkw = dict(kw, plan_rates=pr) if pr else kw
+            ref = predict(hosts, list(rates_gbps), row["size"], h, c["rail"], 10.0, **kw)
+            t2 = ref["two_rail_ms"] / 1e3
+            if pr:  # the model's L: its surviving rail's last transfer in the uncut call
+                t2 = _rail_last(hosts, tuple(rates_gbps), pr, row["size"], 1 - c["rail"],
+                                kw.get("alpha", 0.0), kw.get("piece", 1 << 20), kw.get("rph", 1))
             p = predict(hosts, list(rates_gbps), row["size"], h, c["rail"], c["share"] * t2,
-                        **kw)
+                        **pkw)
+            if pr:  # the reference reading against the model's own one/two-rail ratio
+                p["extra_ms"] = p["took_ms"] - _ideal(c["share"] * t2 * 1e3, t2 * 1e3, t2 * 1e3
+                                                      * ref["one_rail_ms"] / ref["two_rail_ms"])
             s = c["T2"] / t2  # lab s per model s in this call
             # placed instead at the surviving rail's progress at the cut (its share of ops
             # done, files with the hit calls' op times): the work's share, not the time's
             prog = c.get("live_progress", float("nan"))
-            pp = (predict(hosts, list(rates_gbps), row["size"], h, c["rail"], prog * t2, **kw)
+            pp = (predict(hosts, list(rates_gbps), row["size"], h, c["rail"], prog * t2, **pkw)
                   if prog == prog else None)
             rows.append({"nbytes": row["size"], "mode": row["mode"], "cut": c["k"],
                          "rail": c["rail"], "share": c["share"], "c_ms": c["c"] * 1e3,
@@ -607,7 +685,8 @@ def same_call(path, rates_gbps=(0.4, 0.4), hosts=4, **kw):
                          "lab_extra_2x_ms": c["extra_2x"] * 1e3,
                          "sim_extra_2x_ms": (p["took_ms"] - _ideal(c["share"] * t2 * 1e3,
                                                                    t2 * 1e3, 2 * t2 * 1e3)) * s,
-                         "symmetric": c["symmetric"],
+                         "symmetric": c["symmetric"], "plan_matched": matched,
+                         "sim_plan_rates": pr, "rail_ops": c.get("rail_ops"),
                          "lab_live_progress": c["live_progress"],
                          "sim_extra_prog_ms": pp["extra_ms"] * s if pp else float("nan"),
                          "sim_lost_prog": pp["unfinished"] if pp else -1,
@@ -665,6 +744,7 @@ def same_call(path, rates_gbps=(0.4, 0.4), hosts=4, **kw):
                         "error_prog_pct": vp["error_pct"], "verdict_prog": vp["verdict"],
                         "lost_equal_prog": sum(r["lab_lost"] == r["sim_lost_prog"] for r in sp),
                         "symmetric": sum(r["symmetric"] for r in sel),
+                        "plan_unmatched": sum(not r["plan_matched"] for r in sel),
                         "lost_equal": sum(r["lab_lost"] == r["sim_lost"] for r in sel),
                         "took_error_pct": tv["error_pct"], "took_verdict": tv["verdict"],
                         "r21": sel[0]["r21"]})

@@ -170,7 +170,8 @@ def same_call(row, rails=2):
     (its `down` event's rerun_done_s). So extra = end - (c + (1 - c / T2) T1) with c the cut
     from the data start, the bench's definition at this call's own pace.
     Per cut: dict(j, rail, c, share (c / T2), L, T2, T1, took (end - start), ideal, extra,
-    lost (the ranks' rerun_slices, max), first_down (first rank's, from the data start)),
+    lost (the ranks' rerun_slices, max), first_down (first rank's, from the data start),
+    rail_ops (the hit call's ops per rail over every rank: its plan, failover.plan_for_ops)),
     seconds; and ratios (r21: T1 / T2 medians, n1 / n2 calls) in the first row."""
     rt = row["raw"].get("rank_traces")
     if not rt or any(x is None for x in rt):
@@ -242,6 +243,7 @@ def same_call(row, rails=2):
                         took=end - start, ideal=ideal, extra=end - start - ideal,
                         extra_2x=end - start - ideal2,
                         symmetric=len(set(ops.values())) == 1,
+                        rail_ops=[ops[r] for r in range(rails)],
                         lost=max((e.get("rerun_slices") or 0 for e in mine), default=0),
                         first_down=min((e["time"] for e in mine), default=float("nan"))
                         - start, fail_s=tf - tc, r21=r21, n1=len(one), n2=len(two)))
