@@ -503,7 +503,7 @@ class Layout:
 
     def steps(self, coll, algo):
         """How many steps between ranks one slice of algo makes (a second slice on another
-        rail makes them all again): ring, rd, rab (the fold's two included)."""
+        rail makes them all again): ring, rd, rab (the fold's two included), chain."""
         n = self.n
         if n <= 1:
             return 0
@@ -516,6 +516,8 @@ class Layout:
             return len(self.rd) + (fold if coll == "allreduce" else 0)
         if algo == "direct":
             return 1 + max(n - 2, 0) * DIRECT_MSG
+        if algo == "chain":  # a broadcast's chain: root -> root+1 -> ... (n - 1 hops)
+            return n - 1
         raise ValueError(f"no step count for {algo}")
 
     def _links(self, pairs):

@@ -31,9 +31,20 @@ ROUND = 256  # shares are whole multiples of this many elements (when large enou
 PIECE_UNITS = 64  # ... where the payload has PIECE_UNITS units a rail: else a smaller unit
 MAX_PIECES = 64  # slices of one collective (the vote carries one bit per slice)
 # the collectives whose rails the model picks with a slice's cost (Planner.piece_model);
-# the others (broadcast's chain, reduce, alltoall, a re-run) keep the minimum piece
-PIECE_MODEL_COLLS = ("allreduce", "allgather", "reduce_scatter")
-SPLIT_ALGOS = ("ring", "rd", "rab", "direct")  # split plans whose rails the model picks
+# and broadcast's chain (CHAIN_SLICE); the others (hier broadcast, reduce, alltoall, a
+# re-run) keep the minimum piece
+PIECE_MODEL_COLLS = ("allreduce", "allgather", "reduce_scatter", "broadcast")
+SPLIT_ALGOS = ("ring", "rd", "rab", "direct", "chain")  # split plans whose rails the model picks
+# Steps of rail latency a second rail's slice adds per step of broadcast's chain (each rail's
+# slice is a whole chain of n - 1 hops), in place of SLICE_STEP. With the minimum piece
+# (32 KiB) 32 KiB ran whole on one rail, 537-589 us, against 289-351 split (lab 4 x 1, 400 +
+# 400); split at 8 and 16 KiB it ran 311 and 350 us against 177 and 244 whole (a split
+# chain's small slices cost far more than SLICE_STEP's 0.75 steps a hop). Between the two:
+# the model's saving at the probed rates is ~170 us at 16 KiB, ~340 at 32 KiB, so 5.2 x 3
+# hops x the measured step (11-19 us in most session-30 runs) lies between them for steps
+# of 11-22 us; a slower measured step keeps 32 KiB whole as before
+# (docs/results/session30/bcast-32k)
+CHAIN_SLICE = 5.2
 # (collective, algorithm) that _rails_by_model keeps on one rail where one rail's bytes of
 # the whole call, on a host's link, fit in the start-up measure's first step
 # (costmodel.HOP_SIZES[0]: what it saw pass from idle, in the shaper's burst; no measure,
@@ -437,6 +448,10 @@ class Planner:
         the model's slice cost (piece_model) as many as pay for their slice."""
         if self.piece_model and coll in PIECE_MODEL_COLLS and name in SPLIT_ALGOS:
             return self._rails_by_model(coll, name, nbytes)
+        return self._rails_by_piece(nbytes)
+
+    def _rails_by_piece(self, nbytes):
+        """Rails by NEZHA_MIN_RAIL_PIECE alone (the fastest rail's piece at least it)."""
         rates = sorted(self.rail_rates, reverse=True)
         if self.min_piece == float("inf"):
             return 1
@@ -452,7 +467,8 @@ class Planner:
         for each of its steps (0 without the model's slice cost)."""
         if not (self.piece_model and coll in PIECE_MODEL_COLLS):
             return 0.0
-        return SLICE_STEP * self.layout.rail_alpha * self.layout.steps(coll, name)
+        per_step = CHAIN_SLICE if name == "chain" else SLICE_STEP
+        return per_step * self.layout.rail_alpha * self.layout.steps(coll, name)
 
     def _rails_measured(self, coll, name, nbytes):
         """Whether _rails_by_model keeps nbytes of coll by name on one rail (RAILS_MEASURED):
@@ -485,6 +501,9 @@ class Planner:
         best = min((self.layout.time(coll, name, nbytes, j, rate=sum(rates[:j]),
                                      measured=False)
                     + (j - 1) * extra, j) for j in range(1, len(rates) + 1))
+        if name == "chain":  # CHAIN_SLICE is from 400 + 400 alone: it adds rails where it
+            # pays and takes none the minimum piece split (400 + 100 from 40 KiB, session 21)
+            return min(len(rates), max(best[1], self._rails_by_piece(nbytes)))
         return best[1]
 
     def _rails_memoized(self, key, compute):
@@ -744,7 +763,8 @@ class Planner:
         v = self.min_piece
         if self.piece_model:
             return (f"rails by the model for allreduce, allgather, reduce_scatter (a slice "
-                    f"{SLICE_STEP:g} steps per step), else min rail piece {_size(v)} "
+                    f"{SLICE_STEP:g} steps per step) and the broadcast chain ({CHAIN_SLICE:g}), "
+                    f"else min rail piece {_size(v)} "
                     f"({self.piece_why})")
         return f"min rail piece {'inf' if v == float('inf') else _size(v)} ({self.piece_why})"
 
@@ -809,7 +829,7 @@ class Planner:
             if k > 1 and count >= k:
                 return Plan(self._tree_slices(count, k), small_algo, key, esize)
             return Plan([(self.best_channel(key), 0, count)], small_algo, key, esize)
-        slices, key = self.split("broadcast", count, esize)
+        slices, key = self.split("broadcast", count, esize, algo=algo)
         return Plan(slices, algo, key, esize, self._owner_tag(algo))
 
     def _tree_rails(self, nbytes, root=0):

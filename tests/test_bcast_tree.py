@@ -3,6 +3,7 @@ once their sends are handed to the rail, or, right after such a tree, an allredu
 (two early trees in a row would let ranks run two of them ahead of a rank stuck in the
 first). Every result exact against numpy; every rank runs the same algorithm for each call
 (tests/workers/bcast_seq_worker.py). Rail cuts under them: tests/test_loop_faults.py."""
+import json
 import os
 import types
 
@@ -134,3 +135,37 @@ def test_lazy_broadcasts_keep_no_copy_of_the_zeros(layout):
         assert ("hier", True) in algos, algos
     fast = [x for _, r, _ in res for x in r["kept"] if x[4] and x[5] != "none"]
     assert fast, "no lazy broadcast ran through the fast path"
+
+
+CHAIN_WORKER = os.path.join(ROOT, "tests", "workers", "bcast_chain_worker.py")
+
+
+@pytest.mark.parametrize("mbps", [[257.0, 257.0], [251.0, 62.5]])
+def test_the_split_chain_is_exact_around_where_the_model_splits_it(mbps):
+    """The planner as the lab's 4 x 1 sees 400 + 400 and 400 + 100 (probed rates, a 16 us
+    step; tests/workers/bcast_chain_worker.py): the chain broadcast's rails by the model
+    (Planner.CHAIN_SLICE). Every root, uint8 and float32, 16/32 KiB and one byte either side
+    of where the chain goes over both rails: every result exact, every rank the same plan,
+    the slices covering the payload once. On 400 + 400 32 KiB runs on both rails and 16
+    KiB on one; on 400 + 100 32 KiB stays on one. Fails on main (32 KiB on one rail)."""
+    env = {"NEZHA_RAILS": "loop", "NEZHA_TIMEOUT": "60", "TEST_CHAIN_ALPHA": "16e-6",
+           "TEST_CHAIN_MBPS": json.dumps(mbps)}
+    res = spawn(4, None, env=env, timeout=600, worker=CHAIN_WORKER)
+    for rc, r, out in res:
+        assert rc == 0 and r is not None, out[-3000:]
+        assert r["model"] and r["wrong"] == [], (r["wrong"][:10], r["piece"])
+    plans = [r["plans"] for _, r, _ in res]
+    assert all(pl == plans[0] for pl in plans), "ranks planned a broadcast differently"
+    assert res[0][1]["split_at"] is not None
+    rails = {}
+    for nbytes, algo, slices in plans[0]:
+        assert algo == "chain", (nbytes, algo)
+        count = sum(c for _, _, c in slices)
+        assert [o for _, o, _ in slices] == [sum(c for _, _, c in slices[:i])
+                                             for i in range(len(slices))]
+        assert count in (nbytes, nbytes // 4) and all(c > 0 for _, _, c in slices)
+        rails[nbytes] = len({ch for ch, _, _ in slices})
+    at = res[0][1]["split_at"]
+    assert rails[at - 1] == 1 and rails[at] == rails[at + 1] == 2, (at, rails)
+    assert rails[16384] == 1
+    assert rails[32768] == (2 if mbps[0] == mbps[1] else 1), rails

@@ -1022,3 +1022,38 @@ def test_the_small_broadcast_tree_is_striped_and_one_round_by_the_model():
     p.alive[1] = False  # a dead rail: the tree on the live one
     p._rails_memo.clear()
     assert [c for c, _, _ in p.broadcast(4096, 1).slices] == [0]
+
+
+# ---- the chain broadcast's rails by the model (session 30, docs/results/session30/bcast-32k) --
+
+@pytest.mark.parametrize("step", [12e-6, 16e-6, 20e-6])
+def test_the_chain_broadcast_takes_its_rails_from_the_model(step):
+    """4 x 1, the probed 400 + 400 (257 + 257) at the steps the lab measures (11-21 us): the
+    chain broadcast of 32 KiB goes over both rails (it ran whole on one, 537-589 us, against
+    289-351 split: 16 KiB pieces were under the 32 KiB minimum piece), 16 KiB stays whole
+    (split it ran 350 us against 244-281), every rank the same plan, the slices covering the
+    payload once; flat_times charges the chain's slice (CHAIN_SLICE steps a hop). On 400 +
+    100 (251 + 62.5) every size 8 KiB-256 KiB keeps the minimum piece's rails. A minimum
+    piece set by hand keeps the old rule. Fails on main (32 KiB on one rail)."""
+    from nezha import planner as P
+    ranks = [_lab_4x1((257.0, 257.0), step=step) for _ in range(4)]
+    plans = [p.broadcast(32 << 10, 1) for p in ranks]
+    assert len({(pl.hash, tuple(pl.slices)) for pl in plans}) == 1
+    pl = plans[0]
+    assert pl.algo == P.ALGO_CHAIN and sorted(set(pl.chans)) == [0, 1], pl
+    assert sum(c for _, _, c in pl.slices) == 32 << 10 and pl.slices[1][1] == pl.slices[0][2]
+    p = ranks[0]
+    small = p.broadcast(16 << 10, 1)
+    assert small.algo == P.ALGO_CHAIN and len(set(small.chans)) == 1, small
+    assert "broadcast chain" in p.describe_piece()
+    rates = sorted(p.rail_rates, reverse=True)
+    bare = p.layout.time("broadcast", "chain", 32 << 10, 2, rate=sum(rates))
+    assert p.flat_times("broadcast", 32 << 10)["chain"] == pytest.approx(
+        bare + P.CHAIN_SLICE * p.layout.rail_alpha * 3 + p._vote_time())
+    slow = _lab_4x1((251.0, 62.5), step=step)
+    for kb in (8, 16, 32, 48, 64, 128, 256):
+        plan = slow.broadcast(kb << 10, 1)
+        if plan.algo == P.ALGO_CHAIN:
+            assert len(set(plan.chans)) == slow._rails_by_piece(kb << 10), kb
+    fixed = _lab_4x1((257.0, 257.0), step=step, MIN_RAIL_PIECE="32k")
+    assert len(set(fixed.broadcast(32 << 10, 1).chans)) == 1
