@@ -38,6 +38,33 @@ def parse_rate(t):
     return float(t)
 
 
+def call_record(tr):
+    """One traced call (Engine.op_times()) summed up per channel, as raw.rank_traces keeps
+    it: ([engine t0 ns, [[chan, last finish ns, ops done, ops, network bytes done, network
+    bytes]...]] + for a hit call (ops left undone) [[[chan, [finish ns...], [bytes...]]...]],
+    every finished op's time and network bytes in finish order, so the cut's place in each
+    rail's work and the bytes each rail had moved at it are read, not assumed), {chan:
+    [last, done, ops, bytes done, bytes]}). Network bytes: the sends' and receives' (peer >=
+    0); a transfer counts on both ranks, as its ops do. One pass over the call's ops."""
+    per, fins = {}, {}
+    for _, peer, ch, nb, _, _, fin in tr["ops"]:
+        c = per.setdefault(ch, [0, 0, 0, 0, 0])
+        nb = nb if peer >= 0 else 0
+        c[2] += 1
+        c[4] += nb
+        if fin >= 0:
+            c[1] += 1
+            c[3] += nb
+            c[0] = max(c[0], fin)
+            fins.setdefault(ch, []).append((fin, nb))
+    rec = [tr["t0"], sorted([ch] + v for ch, v in per.items())]
+    if any(v[1] < v[2] for v in per.values()):
+        for v in fins.values():
+            v.sort()
+        rec.append(sorted([ch, [f for f, _ in v], [b for _, b in v]] for ch, v in fins.items()))
+    return rec, per
+
+
 def worker(args):
     """One rank: allreduces until the driver's stop file appears (agreed through the sum)."""
     import numpy as np
@@ -72,22 +99,8 @@ def worker(args):
         if tracing:
             tr = eng.op_times()
             if tr["t0"] and tr["t0"] != t0_seen:
-                t0_seen, per = tr["t0"], {}
-                for _, _, ch, _, _, _, fin in tr["ops"]:
-                    c = per.setdefault(ch, [0, 0, 0])  # last finish ns, done, total
-                    c[2] += 1
-                    if fin >= 0:
-                        c[1] += 1
-                        c[0] = max(c[0], fin)
-                rec = [tr["t0"], sorted([ch] + v for ch, v in per.items())]
-                if any(v[1] < v[2] for v in per.values()):
-                    # a hit call (ops left undone): every finished op's time per channel,
-                    # so the cut's place in each rail's work is read, not assumed
-                    fins = {}
-                    for _, _, ch, _, _, _, fin in tr["ops"]:
-                        if fin >= 0:
-                            fins.setdefault(ch, []).append(fin)
-                    rec.append(sorted([ch, sorted(v)] for ch, v in fins.items()))
+                t0_seen = tr["t0"]
+                rec, per = call_record(tr)
                 traces.append(rec)
                 n = len(tr["ops"])
                 if (n > n_main and all(v[1] == v[2] for v in per.values())
@@ -140,7 +153,8 @@ def worker(args):
     starts = comm._boot.allgather([r[0] for r in rows] if args.size > LAZY_MAX_BYTES
                                   else None)
     # per rank, per call (the stop call's last): [engine t0 ns, [[chan, last ns, done,
-    # total]...]] or None, and the rank's wall - monotonic clock offset (seconds)
+    # total, bytes done, bytes]...]] (+ a hit call's [[chan, [finish ns...], [bytes...]]...])
+    # or None, and the rank's wall - monotonic clock offset (seconds)
     rank_traces = comm._boot.allgather(dict(traces=traces[:len(rows)], mono_off=mono_off,
                                             nconns=comm._mesh.nconns)
                                        if tracing else None)

@@ -306,7 +306,9 @@ def cmd_failover(a):
                          ("sim_took_ms", "{:.1f}"), ("lab_extra_ms", "{:.1f}"),
                          ("sim_extra_ms", "{:.1f}"), ("lab_extra_2x_ms", "{:.1f}"),
                          ("sim_extra_2x_ms", "{:.1f}"), ("symmetric", "{}"),
-                         ("rail_ops", "{}"),
+                         ("even", "{}"), ("rail_ops", "{}"),
+                         ("lab_dead_bytes_progress", "{:.3f}"), ("sim_share_bytes", "{:.3f}"),
+                         ("sim_extra_bytes_ms", "{:.1f}"), ("sim_lost_bytes", "{}"),
                          ("lab_live_progress", "{:.3f}"), ("lab_dead_progress", "{:.3f}"),
                          ("sim_extra_prog_ms", "{:.1f}"), ("sim_lost_prog", "{}"),
                          ("lab_lost", "{}"), ("sim_lost", "{}"),
@@ -319,15 +321,17 @@ def cmd_failover(a):
                      ("diff_ci95_ms", "{:.1f}"), ("error_pct", "{:+.1f}"), ("verdict", "{}"),
                      ("cuts_paired_10pct", "{}"), ("lost_equal", "{}"),
                      ("took_error_pct", "{:+.2f}"), ("took_verdict", "{}"), ("r21", "{:.4f}"),
-                     ("sim_r21", "{:.4f}"), ("symmetric", "{}"), ("plan_unmatched", "{}")])
+                     ("sim_r21", "{:.4f}"), ("symmetric", "{}"), ("even", "{}"),
+                     ("plan_unmatched", "{}")])
         print("\n# the same with T1 = 2 T2 on both sides (the surviving rail's own pace for "
               "all the work left; no reference from other calls)")
         table(summ, [("nbytes", "{}"), ("mode", "{}"), ("cuts", "{}"),
                      ("lab_2x_mean_ms", "{:.1f}"), ("sim_2x_mean_ms", "{:.1f}"),
                      ("diff_2x_ms", "{:+.1f}"), ("diff_2x_ci95_ms", "{:.1f}"),
                      ("error_2x_pct", "{:+.1f}"), ("verdict_2x", "{}")])
-        print("\n# T1 = 2 T2, the cuts whose hit call had an even split (the model replays "
-              "every hit call's own plan, rail_ops; these are the ones it had before)")
+        print("\n# T1 = 2 T2, the cuts whose hit call had an even split (by its bytes per rail "
+              "where the file has them, else its ops; the model replays every hit call's own "
+              "plan, rail_ops / rail_bytes; these are the ones it had before)")
         table(summ, [("nbytes", "{}"), ("mode", "{}"), ("sym_cuts", "{}"),
                      ("lab_2x_sym_mean_ms", "{:.1f}"), ("lab_2x_sym_ci95_ms", "{:.1f}"),
                      ("sim_2x_sym_mean_ms", "{:.1f}"), ("diff_2x_sym_ms", "{:+.1f}"),
@@ -341,6 +345,12 @@ def cmd_failover(a):
                      ("diff_prog_ms", "{:+.1f}"), ("diff_prog_ci95_ms", "{:.1f}"),
                      ("error_prog_pct", "{:+.1f}"), ("verdict_prog", "{}"),
                      ("lost_equal_prog", "{}")])
+        print("\n# T1 = 2 T2, the model's cut placed where its cut rail has moved the bytes the "
+              "lab's had at the cut (rail_bytes_at_cut; files since session 31)")
+        table(summ, [("nbytes", "{}"), ("mode", "{}"), ("bytes_cuts", "{}"),
+                     ("diff_bytes_ms", "{:+.1f}"), ("diff_bytes_ci95_ms", "{:.1f}"),
+                     ("error_bytes_pct", "{:+.1f}"), ("verdict_bytes", "{}"),
+                     ("lost_equal_bytes", "{}")])
         write(rows + summ, a) if (a.csv or a.json) else None
         return 0
     if a.file and a.phases:

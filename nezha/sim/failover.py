@@ -246,27 +246,67 @@ def predict(hosts, rates_gbps, nbytes, cut_host, cut_rail, at, timeout=0.06, vot
 def _plan_ops(hosts, nbytes, plan_rates, piece=1 << 20, rph=1):
     """The planner's plan for plan_rates (Gbit/s per rail): the ops on each rail as the
     engine traces count them (a send on one rank and its receive on another: twice the
-    model's network transfers), and the slices on each rail."""
+    model's network transfers), the slices on each rail, and the network bytes on each
+    rail counted the same way (twice the transfers' bytes)."""
     rates = [g * 1e9 / 8 for g in plan_rates]
     wl, plan = N.workload("allreduce", nbytes, _planner(hosts, rates, piece=piece, rph=rph))
     net = wl.kind == NET
     ops = tuple(2 * int(np.count_nonzero(net & (wl.chan == c))) for c in range(len(rates)))
     slices = tuple(sum(1 for s in plan.slices if s[0] == c) for c in range(len(rates)))
-    return ops, slices
+    nb = tuple(2 * int(wl.nbytes[net & (wl.chan == c)].sum()) for c in range(len(rates)))
+    return ops, slices, nb
+
+
+# the lab's byte share of a rail may differ from the plan's by the headers the engine sends
+# (2 x 32 B per channel and rank): far under this (about 80 KB of a 64 MiB call's 800 MB)
+BYTES_TOL = 2e-4
 
 
 def plan_for_ops(hosts, nbytes, rail_ops, rates_gbps=(0.4, 0.4), piece=1 << 20, rph=1,
-                 step=0.0025):
+                 step=0.0025, rail_bytes=None):
     """The hit call's plan, read back from its trace: the ops each rail had (summed over
     the ranks, failstats.same_call's rail_ops). None if the planner's plan for rates_gbps
     has those counts (the even split on equal rails). Else planner rates (Gbit/s) whose
     plan has them: the lighter rail's rate scaled by the middle of the range of shares that
-    give them (the planner splits the bytes in the rates' ratio; the trace keeps no bytes,
-    so the split inside that range, a few % of a slice, is not known). Raises ValueError
-    when no share gives the counts (two rails)."""
+    give them (the planner splits the bytes in the rates' ratio; the ops alone do not say
+    where inside that range, a few % of a slice). rail_bytes (the network bytes per rail,
+    same_call's rail_bytes, files since session 31): the share whose plan moves those bytes
+    on each rail (to BYTES_TOL of the total), found by bisection, so the split is exact; an
+    even op count with uneven bytes (a share of 0.94: 32 + 32 slices, 48.5 % of the bytes)
+    is then read as the uneven plan it was. Raises ValueError when no share gives the
+    counts (two rails)."""
     rail_ops = tuple(int(x) for x in rail_ops)
     rates_gbps = tuple(rates_gbps)
-    if _plan_ops(hosts, nbytes, rates_gbps, piece, rph)[0] == rail_ops:
+    even_ops, _, even_b = _plan_ops(hosts, nbytes, rates_gbps, piece, rph)
+    if rail_bytes is not None:
+        tot = float(sum(rail_bytes))
+        F._need(tot > 0, "rail_bytes", rail_bytes, "bytes per rail, not all 0")
+        if even_ops == rail_ops and all(abs(b / tot - e / sum(even_b)) <= BYTES_TOL
+                                        for b, e in zip(rail_bytes, even_b)):
+            return None
+        F._need(len(rates_gbps) == 2, "rails", len(rates_gbps), "an uneven plan on two rails")
+        light = int(np.argmin(rail_bytes))
+        want = rail_bytes[light] / tot
+
+        def frac(share):
+            pr = list(rates_gbps)
+            pr[light] = rates_gbps[light] * share
+            b = _plan_ops(hosts, nbytes, tuple(pr), piece, rph)[2]
+            return b[light] / sum(b), tuple(pr)
+        lo, hi = 0.3, 1.0  # the light rail's byte share grows with its rate
+        for _ in range(30):
+            mid = (lo + hi) / 2
+            if frac(mid)[0] < want:
+                lo = mid
+            else:
+                hi = mid
+        best = min((frac(lo), frac(hi)), key=lambda x: abs(x[0] - want))
+        if (abs(best[0] - want) > BYTES_TOL
+                or _plan_ops(hosts, nbytes, best[1], piece, rph)[0] != rail_ops):
+            raise ValueError(f"no plan of {nbytes} B has {rail_ops} ops and "
+                             f"{list(rail_bytes)} bytes per rail")
+        return best[1]
+    if even_ops == rail_ops:
         return None
     F._need(len(rates_gbps) == 2, "rails", len(rates_gbps), "an uneven plan on two rails")
     light = int(np.argmin(rail_ops))
@@ -295,6 +335,39 @@ def _rail_last(hosts, rates_gbps, plan_rates, nbytes, rail, alpha, piece, rph=1)
     wl, _ = N.workload("allreduce", nbytes, _planner(hosts, rates, piece=piece, rph=rph))
     r = _sim(wl, fab, alpha, rph=rph)
     return float(np.nanmax(r.t_end[(wl.kind == NET) & (wl.chan == rail)]))
+
+
+@functools.lru_cache(maxsize=256)
+def _rail_finishes(hosts, rates_gbps, plan_rates, nbytes, rail, alpha, piece, rph=1):
+    """An uncut call with the planner's plan for plan_rates (None: rates_gbps) on the
+    fabric of rates_gbps: `rail`'s network transfers' finish times, sorted, and the share of
+    the rail's bytes done at each."""
+    rates = [g * 1e9 / 8 for g in (plan_rates or rates_gbps)]
+    fab = F.MultiRail(hosts, len(rates_gbps), list(rates_gbps), 0.0)
+    wl, _ = N.workload("allreduce", nbytes, _planner(hosts, rates, piece=piece, rph=rph))
+    r = _sim(wl, fab, alpha, rph=rph)
+    mine = (wl.kind == NET) & (wl.chan == rail)
+    order = np.argsort(r.t_end[mine], kind="stable")
+    t = r.t_end[mine][order]
+    b = np.cumsum(wl.nbytes[mine][order])
+    return t, b / b[-1]
+
+
+def time_at_bytes(hosts, rates_gbps, plan_rates, nbytes, rail, done, alpha=0.0,
+                  piece=1 << 20, rph=1):
+    """Seconds into the model's uncut call (plan_rates as in predict) at which `rail` has
+    moved the share `done` of its bytes, and no more: between the finish of the last
+    transfer that share covers and the next one's (the middle). The lab's rail moved that
+    share by the cut (failstats.same_call's rail_bytes_at_cut over rail_bytes), so a cut
+    here loses the same work on it."""
+    t, cum = _rail_finishes(hosts, tuple(rates_gbps), plan_rates, nbytes, rail, alpha,
+                            piece, rph)
+    m = int(np.searchsorted(cum, done + 1e-9, side="right"))  # transfers wholly done
+    if m == 0:
+        return float(t[0]) / 2
+    if m >= len(t):
+        return float(t[-1])
+    return float(t[m - 1] + t[m]) / 2
 
 
 def _predict_lazy(hosts, rates, fab, wl, plan, nbytes, cut_host, cut_rail, at, timeout,
@@ -651,11 +724,16 @@ def same_call(path, rates_gbps=(0.4, 0.4), hosts=4, plan=True, **kw):
             h = 1 + c["k"] % 3
             # the hit call's own plan (its ops per rail in the trace): an uneven one right
             # after a re-admission is replayed as it ran (plan_rates), the even one as before
+            # (plan="ops": from the op counts alone, the middle of their range of shares,
+            # as session 30 read it; True: exact from the bytes per rail where the file has
+            # them, files since session 31)
             pr, matched = None, True
+            rb = c.get("rail_bytes") if plan and plan != "ops" else None
             if plan and c.get("rail_ops"):
                 try:
                     pr = plan_for_ops(hosts, row["size"], c["rail_ops"], tuple(rates_gbps),
-                                      kw.get("piece", 1 << 20), kw.get("rph", 1))
+                                      kw.get("piece", 1 << 20), kw.get("rph", 1),
+                                      rail_bytes=rb)
                 except ValueError:
                     matched = False
             pkw = dict(kw, plan_rates=pr) if pr else kw
@@ -675,6 +753,19 @@ def same_call(path, rates_gbps=(0.4, 0.4), hosts=4, plan=True, **kw):
             prog = c.get("live_progress", float("nan"))
             pp = (predict(hosts, list(rates_gbps), row["size"], h, c["rail"], prog * t2, **pkw)
                   if prog == prog else None)
+            # placed instead where the model's cut rail has moved the bytes the lab's had at
+            # the cut (files since session 31): the same work lost on it; its ideal at that
+            # place in the model's own call (T1 = 2 T2)
+            pb, bshare = None, float("nan")
+            if c.get("rail_bytes_at_cut") and c["c"] > 0:
+                done = c["rail_bytes_at_cut"][c["rail"]] / c["rail_bytes"][c["rail"]]
+                tb = time_at_bytes(hosts, tuple(rates_gbps), pr, row["size"], c["rail"], done,
+                                   kw.get("alpha", 0.0), kw.get("piece", 1 << 20),
+                                   kw.get("rph", 1))
+                bshare = min(tb / t2, 1.0)
+                pb = predict(hosts, list(rates_gbps), row["size"], h, c["rail"], tb, **pkw)
+            elif c.get("rail_bytes_at_cut"):  # a cut before the data: the time's place
+                bshare, pb = c["share"], p
             rows.append({"nbytes": row["size"], "mode": row["mode"], "cut": c["k"],
                          "rail": c["rail"], "share": c["share"], "c_ms": c["c"] * 1e3,
                          "lab_T2_ms": c["T2"] * 1e3, "sim_T2_ms": t2 * 1e3,
@@ -685,6 +776,18 @@ def same_call(path, rates_gbps=(0.4, 0.4), hosts=4, plan=True, **kw):
                          "lab_extra_2x_ms": c["extra_2x"] * 1e3,
                          "sim_extra_2x_ms": (p["took_ms"] - _ideal(c["share"] * t2 * 1e3,
                                                                    t2 * 1e3, 2 * t2 * 1e3)) * s,
+                         "sim_extra_bytes_ms": (
+                             (pb["took_ms"] - _ideal(bshare * t2 * 1e3, t2 * 1e3, 2 * t2 * 1e3))
+                             * s if pb else float("nan")),
+                         "sim_share_bytes": bshare,
+                         "sim_lost_bytes": pb["unfinished"] if pb else -1,
+                         "lab_dead_bytes_progress": (
+                             c["rail_bytes_at_cut"][c["rail"]] / c["rail_bytes"][c["rail"]]
+                             if c.get("rail_bytes_at_cut") else float("nan")),
+                         "rail_bytes": c.get("rail_bytes"),
+                         # the hit call had the model's plan: the even split (by its bytes
+                         # where the file has them, else by its ops)
+                         "even": (pr is None and matched) if rb else c["symmetric"],
                          "symmetric": c["symmetric"], "plan_matched": matched,
                          "sim_plan_rates": pr, "rail_ops": c.get("rail_ops"),
                          "lab_live_progress": c["live_progress"],
@@ -704,7 +807,7 @@ def same_call(path, rates_gbps=(0.4, 0.4), hosts=4, plan=True, **kw):
         v2 = FS.verdict([r["lab_extra_2x_ms"] for r in sel], [r["sim_extra_2x_ms"] for r in sel])
         # the cuts whose hit call had the model's plan (an even split: the planner's, on
         # equal rails; a call just after a re-admission can still lean on one rail)
-        ss = [r for r in sel if r["symmetric"]]
+        ss = [r for r in sel if r["even"]]
         vs = (FS.verdict([r["lab_extra_2x_ms"] for r in ss], [r["sim_extra_2x_ms"] for r in ss])
               if len(ss) > 1 else {"mean": float("nan"), "ci95": float("nan"),
                                    "error_pct": float("nan"), "verdict": "none"})
@@ -712,6 +815,10 @@ def same_call(path, rates_gbps=(0.4, 0.4), hosts=4, plan=True, **kw):
         vp = (FS.verdict([r["lab_extra_ms"] for r in sp], [r["sim_extra_prog_ms"] for r in sp])
               if sp else {"mean": float("nan"), "ci95": float("nan"),
                           "error_pct": float("nan"), "verdict": "none"})
+        sb = [r for r in sel if r["sim_extra_bytes_ms"] == r["sim_extra_bytes_ms"]]
+        vb = (FS.verdict([r["lab_extra_2x_ms"] for r in sb], [r["sim_extra_bytes_ms"] for r in sb])
+              if len(sb) > 1 else {"mean": float("nan"), "ci95": float("nan"),
+                                   "error_pct": float("nan"), "verdict": "none"})
         tv = FS.verdict([r["lab_took_ms"] for r in sel], [r["sim_took_ms"] for r in sel])
         ls = FS.summary(lab)
         summary.append({"nbytes": row["size"], "mode": row["mode"], "cuts": len(sel),
@@ -743,7 +850,12 @@ def same_call(path, rates_gbps=(0.4, 0.4), hosts=4, plan=True, **kw):
                         "diff_prog_ms": vp["mean"], "diff_prog_ci95_ms": vp["ci95"],
                         "error_prog_pct": vp["error_pct"], "verdict_prog": vp["verdict"],
                         "lost_equal_prog": sum(r["lab_lost"] == r["sim_lost_prog"] for r in sp),
+                        "bytes_cuts": len(sb), "diff_bytes_ms": vb["mean"],
+                        "diff_bytes_ci95_ms": vb["ci95"], "error_bytes_pct": vb["error_pct"],
+                        "verdict_bytes": vb["verdict"],
+                        "lost_equal_bytes": sum(r["lab_lost"] == r["sim_lost_bytes"] for r in sb),
                         "symmetric": sum(r["symmetric"] for r in sel),
+                        "even": sum(r["even"] for r in sel),
                         "plan_unmatched": sum(not r["plan_matched"] for r in sel),
                         "lost_equal": sum(r["lab_lost"] == r["sim_lost"] for r in sel),
                         "took_error_pct": tv["error_pct"], "took_verdict": tv["verdict"],

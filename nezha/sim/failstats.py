@@ -134,26 +134,34 @@ def entry_lags(rank_starts):
 def _data_times(rank_traces, j):
     """Call j from every rank's engine trace (bench/failover.py's raw.rank_traces): (data
     start, {chan: last op's finish}, {chan: (ops done, ops) summed over ranks}, {chan: every
-    finished op's time, hit calls in files since session 30's second run}) on the wall
-    clock, or None where a rank kept no trace of it. The data start is the last rank's
-    engine start (after its failover snapshot): no ring moves before every rank is in."""
-    t0s, last, count, fins = [], {}, {}, {}
+    finished op's (time, network bytes or None), hit calls in files since session 30's
+    second run}, {chan: (network bytes done, bytes) summed over ranks} or None for files
+    before session 31) on the wall clock, or None where a rank kept no trace of it. The
+    data start is the last rank's engine start (after its failover snapshot): no ring moves
+    before every rank is in."""
+    t0s, last, count, fins, nbytes = [], {}, {}, {}, {}
     for rt in rank_traces:
         tr = rt["traces"][j] if rt and j < len(rt["traces"]) else None
         if tr is None:
             return None
         t0 = tr[0] / 1e9 + rt["mono_off"]
         t0s.append(t0)
-        for ch, f in (tr[2] if len(tr) > 2 else ()):  # a hit call's op finish times
-            fins.setdefault(ch, []).extend(t0 + x / 1e9 for x in f)
-        for ch, fin, done, total in tr[1]:
+        for ch, f, *b in (tr[2] if len(tr) > 2 else ()):  # a hit call's op finish times
+            fins.setdefault(ch, []).extend(zip((t0 + x / 1e9 for x in f),
+                                               b[0] if b else [None] * len(f)))
+        for ch, fin, done, total, *b in tr[1]:
             if ch < 0:
                 continue
             if done:
                 last[ch] = max(last.get(ch, 0.0), t0 + fin / 1e9)
             d, n = count.get(ch, (0, 0))
             count[ch] = (d + done, n + total)
-    return max(t0s), last, count, fins
+            if nbytes is not None and b:
+                bd, bn = nbytes.get(ch, (0, 0))
+                nbytes[ch] = (bd + b[0], bn + b[1])
+            else:
+                nbytes = None  # a file before bytes were traced
+    return max(t0s), last, count, fins, nbytes
 
 
 def same_call(row, rails=2):
@@ -171,8 +179,9 @@ def same_call(row, rails=2):
     from the data start, the bench's definition at this call's own pace.
     Per cut: dict(j, rail, c, share (c / T2), L, T2, T1, took (end - start), ideal, extra,
     lost (the ranks' rerun_slices, max), first_down (first rank's, from the data start),
-    rail_ops (the hit call's ops per rail over every rank: its plan, failover.plan_for_ops)),
-    seconds; and ratios (r21: T1 / T2 medians, n1 / n2 calls) in the first row."""
+    rail_ops (the hit call's ops per rail over every rank: its plan, failover.plan_for_ops),
+    rail_bytes and rail_bytes_at_cut (its network bytes per rail over every rank, planned
+    and moved by the cut; None in files before session 31)), seconds; and ratios (r21: T1 / T2 medians, n1 / n2 calls) in the first row."""
     rt = row["raw"].get("rank_traces")
     if not rt or any(x is None for x in rt):
         return []
@@ -183,7 +192,7 @@ def same_call(row, rails=2):
     for j, d in enumerate(data):
         if d is None or not d[1]:
             continue
-        start, last, count, _ = d
+        start, last, count = d[:3]
         if any(dn < n for dn, n in count.values()):
             continue  # a hit call's main run
         t = max(last.values()) - start
@@ -208,7 +217,7 @@ def same_call(row, rails=2):
         if span is None or data[span[0]] is None:
             continue
         j = span[0]
-        start, last, count, fins = data[j]  # fins: the hit call's op finish times
+        start, last, count, fins, nbytes = data[j]  # fins: the hit call's finished ops
         if len({ch // per_rail for ch in count}) < rails:
             continue  # a re-run's trace (the main run's was not kept)
         rail = 0 if (row["size"] < (1 << 20) or n % 2 == 0) else 1  # the bench's rotation
@@ -235,8 +244,17 @@ def same_call(row, rails=2):
         prog = {}
         for r in range(rails):
             tot = sum(nn for ch, (_, nn) in count.items() if ch // per_rail == r)
-            f = [x for ch, v in fins.items() if ch // per_rail == r for x in v]
+            f = [x for ch, v in fins.items() if ch // per_rail == r for x, _ in v]
             prog[r] = sum(x <= tf for x in f) / tot if f and tot else float("nan")
+        # the bytes each rail had moved at the cut (its finished ops' network bytes, every
+        # rank's sends and receives) and its planned bytes: files since session 31
+        rbytes, at_cut = None, None
+        if nbytes is not None:
+            rbytes = [sum(bn for ch, (_, bn) in nbytes.items() if ch // per_rail == r)
+                      for r in range(rails)]
+            if fins and all(b is not None for v in fins.values() for _, b in v):
+                at_cut = [sum(b for ch, v in fins.items() if ch // per_rail == r
+                              for x, b in v if x <= tf) for r in range(rails)]
         out.append(dict(live_progress=prog.get(1 - rail, float("nan")),
                         dead_progress=prog.get(rail, float("nan")),
                         j=j, k=n, rail=rail, c=c, share=before / T2, L=L, T2=T2, T1=T1,
@@ -244,6 +262,7 @@ def same_call(row, rails=2):
                         extra_2x=end - start - ideal2,
                         symmetric=len(set(ops.values())) == 1,
                         rail_ops=[ops[r] for r in range(rails)],
+                        rail_bytes=rbytes, rail_bytes_at_cut=at_cut,
                         lost=max((e.get("rerun_slices") or 0 for e in mine), default=0),
                         first_down=min((e["time"] for e in mine), default=float("nan"))
                         - start, fail_s=tf - tc, r21=r21, n1=len(one), n2=len(two)))
