@@ -60,7 +60,14 @@ CHAIN_SLICE = 5.2
 # start-up with a 12-13 us step split 4 KiB (46 against 45 us) and bench compare's allgather
 # 1 KiB a rank ran 45-68 us on two rails against 36-38 on one (Open MPI 37-39), 512 B a rank
 # 50 against 24 (session 30, docs/results/session30/allgather-small)
-RAILS_MEASURED = (("reduce_scatter", "rd"), ("allgather", "rd"))
+# rab allreduce likewise (its link bytes over the whole call: rab_link_bytes, 3 KiB of 2 KiB
+# at 4 ranks): with the second slice measured (0.11-0.28 steps per step in the lab's 4 x 1,
+# session 31) 2 KiB went over both rails in half the jobs and ran 70-88 us there against
+# 58-61 on one (rd 47-55; docs/results/session31/slice-cost). The measure is right about
+# the slice (rab2 - rab1 ~11 us, 4 steps of 13 us at ~0.2); within the first sample nothing
+# is saved to pay it. The constant 0.75 hid this at 2 KiB and kept 4 KiB on rd in slow-step
+# jobs, where rab over both rails ran 71-99 us against rd's 96
+RAILS_MEASURED = (("reduce_scatter", "rd"), ("allgather", "rd"), ("allreduce", "rab"))
 # Steps of rail latency one more rail's slice adds to a small broadcast's tree: its slices
 # run side by side (each a whole tree on its rail), so the extra slice costs the ranks'
 # CPU for its sends and receives, not a round of its own. Lab, 4 x 1, 400 + 100: 2 KiB
@@ -503,6 +510,11 @@ class Planner:
         hop = self.layout.hop
         if (coll, name) not in RAILS_MEASURED or hop is None or not hop.points:
             return False
+        if name == "rab":
+            # only where the second slice is measured (the constant priced it at session
+            # 26's fit, which this rule would move)
+            return (self.slice_why != "constant"
+                    and self.layout.rab_link_bytes(nbytes) <= hop.points[0][0])
         return self.layout.rd_blocks_link_bytes(nbytes) <= hop.points[0][0]
 
     def _rails_by_model(self, coll, name, nbytes):
