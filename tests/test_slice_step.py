@@ -9,7 +9,7 @@ import pytest
 
 from nezha import costmodel
 from nezha.config import Config
-from nezha.planner import TREE_SLICE, layout_planner
+from nezha.planner import ALGO_NAMES, TREE_SLICE, layout_planner
 from nezha.sim import benchloop as BL
 from nezha.topo import steplatency
 from tests import test_rate_probe as rp
@@ -100,12 +100,26 @@ def test_the_measured_slice_prices_every_split_plan():
         bare = p.layout.time("allreduce", "ring", 64 << 10, 2, rate=2 * p.rail_rates[0])
         assert p.flat_times("allreduce", 64 << 10)["ring"] == pytest.approx(
             bare + s * LAB_ALPHA * 6)
-    assert [len(p.allreduce(512, 4).chans) for p in (const, meas)] == [1, 2]
-    assert meas.allreduce(512, 4).algo == const.allreduce(512, 4).algo
+    # 3 KiB: rd whole with the constant, rab over both rails with the measure
+    assert [(ALGO_NAMES[p.allreduce(768, 4).algo], len(p.allreduce(768, 4).chans))
+            for p in (const, meas)] == [("rd", 1), ("rab", 2)]
     assert "a slice 0.148 steps per step, measured at start-up" in meas.describe_piece()
     meas.set_slice_step(None)
     assert meas.slice_step == costmodel.SLICE_STEP and meas.slice_why == "constant"
-    assert len(meas.allreduce(512, 4).chans) == 1
+    assert ALGO_NAMES[meas.allreduce(768, 4).algo] == "rd"
+
+
+def test_rab_keeps_one_rail_within_the_first_sample_where_the_slice_is_measured():
+    """RAILS_MEASURED: rab's link bytes over the whole call (3/2 of the payload at 4 ranks)
+    within the first measured sample (4 KiB) keep it on one rail: 2 KiB (3 KiB on the link)
+    yes, 3 KiB (4.5) no; only where the slice is measured (the constant's choices stay)."""
+    meas, const = _lab([252.7, 252.7], LAB_SLICE), _lab([252.7, 252.7])
+    assert meas.layout.rab_link_bytes(2048) == 3072
+    assert meas._rails_measured("allreduce", "rab", 2048)
+    assert meas._rails_used(2048, "allreduce", "rab") == 1
+    assert not meas._rails_measured("allreduce", "rab", 3072)
+    assert meas._rails_used(3072, "allreduce", "rab") == 2
+    assert not const._rails_measured("allreduce", "rab", 2048)
 
 
 def test_the_trees_slice_is_the_measure_per_round():
