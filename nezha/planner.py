@@ -807,7 +807,8 @@ class Planner:
         if self.piece_model:
             return (f"rails by the model for allreduce, allgather, reduce_scatter (a slice "
                     f"{self.slice_step:g} steps per step, {self.slice_why}), the broadcast "
-                    f"tree ({self._tree_slice():g} a slice) and chain ({CHAIN_SLICE:g} a hop), "
+                    f"tree ({self._tree_slice():g} a slice) and the broadcast chain "
+                    f"({CHAIN_SLICE:g} a hop), "
                     f"else min rail piece {_size(v)} "
                     f"({self.piece_why})")
         return f"min rail piece {'inf' if v == float('inf') else _size(v)} ({self.piece_why})"
