@@ -135,26 +135,22 @@ class Param:
 _SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
-def _check_alpha(text: str) -> None:
-    if text.lower() in ("auto", "model"):
-        return
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError("not auto, model or a number of seconds") from None
-    if not 0 < value < 1:
-        raise ValueError("seconds per step must be > 0 and < 1")
+def _auto_model_or(unit: str, ok, bound: str):
+    """A check for "auto", "model" or a number of unit within ok (bound says which)."""
+    def check(text: str) -> None:
+        if text.lower() in ("auto", "model"):
+            return
+        try:
+            value = float(text)
+        except ValueError:
+            raise ValueError(f"not auto, model or a number of {unit}") from None
+        if not ok(value):
+            raise ValueError(f"{unit} must be {bound}")
+    return check
 
 
-def _check_slice(text: str) -> None:
-    if text.lower() in ("auto", "model"):
-        return
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError("not auto, model or a number of steps per step") from None
-    if not 0 <= value < 100:
-        raise ValueError("steps per step must be >= 0 and < 100")
+_check_alpha = _auto_model_or("seconds", lambda v: 0 < v < 1, "> 0 and < 1")
+_check_slice = _auto_model_or("steps per step", lambda v: 0 <= v < 100, ">= 0 and < 100")
 
 
 def _parse_size(s: str, param: Param):
