@@ -61,8 +61,8 @@ CHAIN_SLICE = 5.2
 # 1 KiB a rank ran 45-68 us on two rails against 36-38 on one (Open MPI 37-39), 512 B a rank
 # 50 against 24 (session 30, docs/results/session30/allgather-small)
 # rab allreduce likewise (its link bytes over the whole call: rab_link_bytes, 3 KiB of 2 KiB
-# at 4 ranks): with the second slice measured (0.11-0.28 steps per step in the lab's 4 x 1,
-# session 31) 2 KiB went over both rails in half the jobs and ran 70-88 us there against
+# at 4 ranks): with the second slice measured (median 0.15 steps per step over 72 start-ups in
+# the lab's 4 x 1, session 31) 2 KiB went over both rails in half the jobs and ran 70-88 us there against
 # 58-61 on one (rd 47-55; docs/results/session31/slice-cost). The measure is right about
 # the slice (rab2 - rab1 ~11 us, 4 steps of 13 us at ~0.2); within the first sample nothing
 # is saved to pay it. The constant 0.75 hid this at 2 KiB and kept 4 KiB on rd in slow-step
@@ -75,7 +75,7 @@ RAILS_MEASURED = (("reduce_scatter", "rd"), ("allgather", "rd"), ("allreduce", "
 # The constant where the second slice is not measured; measured (Planner.slice_step), the
 # tree's is that per round of the tree (Planner._tree_slice): the start-up measure is the
 # same shape, two whole small plans side by side on two rails, each step's sends, receives
-# and wake-ups doubled. The lab's 4 x 1 measured 0.14-0.31 steps per step (session 31,
+# and wake-ups doubled. The lab's 4 x 1 measured 0.06-0.45, median 0.15, steps per step (session 31,
 # docs/results/session31/slice-cost): 2 rounds x 0.15 x an 18 us step = ~5 us, what session
 # 29 saw at 2 KiB
 TREE_SLICE = 0.5

@@ -36,9 +36,9 @@ docs/results/session24/matrix/summary.md). So every rank, once, in Communicator(
      interleaved call by call; the slowest rank's median of each, agreed with the rest (int64
      MAX); the split's excess over the whole in whole calls (slice_steps) is the steps per
      step a second slice costs the CPUs (its sends, receives and wake-ups). ~3 ms; the lab's
-     4 x 1 measured 0.14-0.40 (session 31, docs/results/session31/slice-cost), the constant
-     0.75 was fitted on striped rings at 2-16 KiB in session 26. NEZHA_SLICE_STEP=model or a
-     number skips it.
+     4 x 1 measured 0.06-0.45, median 0.15 over 72 start-ups (session 31, docs/results/
+     session31/slice-cost); the constant 0.75 was fitted on striped rings at 2-16 KiB in
+     session 26. NEZHA_SLICE_STEP=model or a number skips it.
 Skipped (the constants stay) with one rank, every rank on one host (no step between
 hosts to measure), NEZHA_PROBE=off, and NEZHA_RAIL_ALPHA=model or a number.
 """
