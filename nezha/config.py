@@ -135,15 +135,22 @@ class Param:
 _SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
-def _check_alpha(text: str) -> None:
-    if text.lower() in ("auto", "model"):
-        return
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError("not auto, model or a number of seconds") from None
-    if not 0 < value < 1:
-        raise ValueError("seconds per step must be > 0 and < 1")
+def _auto_model_or(unit: str, ok, bound: str):
+    """A check for "auto", "model" or a number of unit within ok (bound says which)."""
+    def check(text: str) -> None:
+        if text.lower() in ("auto", "model"):
+            return
+        try:
+            value = float(text)
+        except ValueError:
+            raise ValueError(f"not auto, model or a number of {unit}") from None
+        if not ok(value):
+            raise ValueError(f"{unit} must be {bound}")
+    return check
+
+
+_check_alpha = _auto_model_or("seconds", lambda v: 0 < v < 1, "> 0 and < 1")
+_check_slice = _auto_model_or("steps per step", lambda v: 0 <= v < 100, ">= 0 and < 100")
 
 
 def _parse_size(s: str, param: Param):
@@ -332,7 +339,7 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
         "Where auto gives 32k and the step latency is measured (NEZHA_RAIL_ALPHA=auto, one "
         "connection per rail), allreduce, allgather and reduce_scatter do not use the piece: "
         "the cost model prices a second rail's slice, every step of the plan again at "
-        "0.75 measured steps, and stripes where that costs less than the bytes it moves "
+        "NEZHA_SLICE_STEP measured steps (0.75 where not measured), and stripes where that costs less than the bytes it moves "
         "(32 KiB over two equal rails in the lab; session 26). "
         "`nezha info` and NEZHA_DEBUG=INFO (PLAN) show the value in use and why.")),
     Param("RAIL_MAX_RATIO", "float", "8", bound=">= 1", help=(
@@ -364,6 +371,18 @@ PARAMS: dict[str, Param] = {p.name: p for p in [
         "machine; scaled by crowding above 2 ranks per CPU). A number: that many seconds "
         "between hosts, steps within a host in proportion. `nezha info` and NEZHA_DEBUG=INFO "
         "(PLAN, TOPO) show the value in use.")),
+    Param("SLICE_STEP", "str", "auto", check=_check_slice, syntax="auto, model, or steps per step (e.g. 0.75)",
+          help=(
+        "What one more rail's slice of a small or medium collective costs, in steps of the "
+        "plan (each slice repeats every step of it on its rail: the CPUs pay its sends, "
+        "receives and wake-ups), where the cost model picks the rails (NEZHA_MIN_RAIL_PIECE="
+        "auto with one rank per host and a measured step latency). auto: measured at start-up "
+        "with the step latency (nezha/topo/steplatency.py: 8 B allreduces whole on one rail "
+        "and split over two at once, interleaved, the slowest rank's medians agreed by all; "
+        "the split's excess over the whole in units of the whole call; ~4 ms), where there "
+        "are two rails and one connection per rail, else the constant; model: the constant "
+        "(0.75, fitted in the lab in session 26). A number: that many steps per step. "
+        "`nezha info` and NEZHA_DEBUG=INFO (PLAN, TOPO) show the value in use.")),
     Param("PROBE_BYTES", "size", "256k", help=(
         "Bytes per rail of the start-up probe's first allreduce (NEZHA_PROBE); its second "
         "gives the slowest rail 2.5 times this and the others more, in proportion to their "

@@ -501,6 +501,15 @@ class Layout:
         return sum(lk[0] * k * nbytes / self.n
                    for k, lk in zip(_pow2s(1 << len(self.rd)), self.rd))
 
+    def rab_link_bytes(self, nbytes):
+        """Bytes the busiest host's link carries over a whole rab allreduce of nbytes: the
+        halving's and the doubling's step k move k of the p2 blocks on each of the step's
+        pairs leaving a host, the fold's two steps the whole payload (3/2 of the payload at 4
+        ranks, one a host)."""
+        p2 = 1 << len(self.rd)
+        return (2 * sum(lk[0] * k * nbytes / p2 for k, lk in zip(_pow2s(p2), self.rd))
+                + 2 * self.fold[0] * nbytes)
+
     def steps(self, coll, algo):
         """How many steps between ranks one slice of algo makes (a second slice on another
         rail makes them all again): ring, rd, rab (the fold's two included), chain."""

@@ -123,6 +123,12 @@ def _algorithms(cfg, interfaces, selected) -> dict:
             "the model's constants here; in a job on two hosts or more measured at start-up "
             "(NEZHA_RAIL_ALPHA=auto" + (", but NEZHA_PROBE=off keeps the constants)"
                                         if cfg["PROBE"] == "off" else ")"))
+        sl = cfg["SLICE_STEP"]
+        out["slice_step"] = (
+            "the constant (NEZHA_SLICE_STEP=model)" if sl.lower() == "model" else
+            f"{float(sl):g} steps per step (NEZHA_SLICE_STEP)" if sl.lower() != "auto" else
+            "the constant here; in a job on two hosts or more with two rails measured at "
+            "start-up with the step latency (NEZHA_SLICE_STEP=auto)")
         for name, hosts in (("1 rank per host", list(range(n))), ("one host", [0] * n)):
             p = layout_planner(cfg, hosts, mbps, max(len(selected), 1), cfg["SOCKET_NCONNS"],
                                failover=len(selected) > 1 and cfg["FAILOVER"] and n > 1)
@@ -218,6 +224,8 @@ def _text(d: dict) -> str:
                         if al["rails_mbps"] else " of unknown speed, nominal 10 Gbit/s; "
                         "in a job the probe's rates") + "):")
         lines.append(f"  step latency: {al['step_latency']}")
+        if al.get("slice_step"):
+            lines.append(f"  a second rail's slice: {al['slice_step']}")
         for name, lay in al["layouts"].items():
             lines.append(f"  {name}: " + lay.get("piece", ""))
             for coll, pts in lay["table"].items():

@@ -60,11 +60,24 @@ CHAIN_SLICE = 5.2
 # start-up with a 12-13 us step split 4 KiB (46 against 45 us) and bench compare's allgather
 # 1 KiB a rank ran 45-68 us on two rails against 36-38 on one (Open MPI 37-39), 512 B a rank
 # 50 against 24 (session 30, docs/results/session30/allgather-small)
-RAILS_MEASURED = (("reduce_scatter", "rd"), ("allgather", "rd"))
+# rab allreduce likewise (its link bytes over the whole call: rab_link_bytes, 3 KiB of 2 KiB
+# at 4 ranks): with the second slice measured (median 0.15 steps per step over 72 start-ups in
+# the lab's 4 x 1, session 31) 2 KiB went over both rails in half the jobs and ran 70-88 us there against
+# 58-61 on one (rd 47-55; docs/results/session31/slice-cost). The measure is right about
+# the slice (rab2 - rab1 ~11 us, 4 steps of 13 us at ~0.2); within the first sample nothing
+# is saved to pay it. The constant 0.75 hid this at 2 KiB and kept 4 KiB on rd in slow-step
+# jobs, where rab over both rails ran 71-99 us against rd's 96
+RAILS_MEASURED = (("reduce_scatter", "rd"), ("allgather", "rd"), ("allreduce", "rab"))
 # Steps of rail latency one more rail's slice adds to a small broadcast's tree: its slices
 # run side by side (each a whole tree on its rail), so the extra slice costs the ranks'
 # CPU for its sends and receives, not a round of its own. Lab, 4 x 1, 400 + 100: 2 KiB
-# cost ~5 us more on two rails, 4 KiB ~15 us less (docs/results/session29/bcast-small)
+# cost ~5 us more on two rails, 4 KiB ~15 us less (docs/results/session29/bcast-small).
+# The constant where the second slice is not measured; measured (Planner.slice_step), the
+# tree's is that per round of the tree (Planner._tree_slice): the start-up measure is the
+# same shape, two whole small plans side by side on two rails, each step's sends, receives
+# and wake-ups doubled. The lab's 4 x 1 measured 0.06-0.45, median 0.15, steps per step (session 31,
+# docs/results/session31/slice-cost): 2 rounds x 0.15 x an 18 us step = ~5 us, what session
+# 29 saw at 2 KiB
 TREE_SLICE = 0.5
 
 
@@ -135,6 +148,12 @@ class Planner:
         self.hop_samples = None
         if alpha.lower() not in ("auto", "model"):
             self.rail_alpha, self.alpha_why = float(alpha), "NEZHA_RAIL_ALPHA"
+        # steps per step a second rail's slice adds (_slice_cost): NEZHA_SLICE_STEP's number,
+        # else costmodel.SLICE_STEP until the start-up measure (set_slice_step) replaces it
+        self.slice_cfg = str(cfg["SLICE_STEP"])
+        self.slice_step, self.slice_why = SLICE_STEP, "constant"
+        if self.slice_cfg.lower() not in ("auto", "model"):
+            self.slice_step, self.slice_why = float(self.slice_cfg), "NEZHA_SLICE_STEP"
         self.set_rail_rates(nominal[::self.nconns] if nominal else None)
         self.set_hosts([0] * ranks)
         self.set_hier_rails(cfg["HIER_RAILS"])
@@ -175,6 +194,18 @@ class Planner:
         self.rail_alpha, self.alpha_why = rail_alpha, why
         self._link_rates()
         self.set_hosts(self.hosts, self.layout.crowding)
+        self.model.version += 1  # cached plans were chosen with the old one
+
+    def set_slice_step(self, steps, why="measured at start-up"):
+        """Steps per step of a plan that a second rail's slice adds (topo/steplatency.py's
+        agreed measure: the same float on every rank), or None: costmodel.SLICE_STEP again.
+        Every choice is made again."""
+        self.slice_step, self.slice_why = ((SLICE_STEP, "constant") if steps is None
+                                           else (float(steps), why))
+        self._rails_memo = {}
+        self._choice_memo = {}
+        self._hier_memo = {}
+        self._ina_memo = {}
         self.model.version += 1  # cached plans were chosen with the old one
 
     def set_hop_samples(self, samples, why="measured at start-up"):
@@ -467,7 +498,7 @@ class Planner:
         for each of its steps (0 without the model's slice cost)."""
         if not (self.piece_model and coll in PIECE_MODEL_COLLS):
             return 0.0
-        per_step = CHAIN_SLICE if name == "chain" else SLICE_STEP
+        per_step = CHAIN_SLICE if name == "chain" else self.slice_step
         return per_step * self.layout.rail_alpha * self.layout.steps(coll, name)
 
     def _rails_measured(self, coll, name, nbytes):
@@ -479,6 +510,11 @@ class Planner:
         hop = self.layout.hop
         if (coll, name) not in RAILS_MEASURED or hop is None or not hop.points:
             return False
+        if name == "rab":
+            # only where the second slice is measured (the constant priced it at session
+            # 26's fit, which this rule would move)
+            return (self.slice_why != "constant"
+                    and self.layout.rab_link_bytes(nbytes) <= hop.points[0][0])
         return self.layout.rd_blocks_link_bytes(nbytes) <= hop.points[0][0]
 
     def _rails_by_model(self, coll, name, nbytes):
@@ -610,10 +646,17 @@ class Planner:
             b = bucket_of(coll, nbytes)
             if self._logged.get(b[:2]) != algo:
                 self._logged[b[:2]] = algo
-                log.info("PLAN", f"{coll} {nbytes} B: {ALGO_NAMES[algo]} ("
+                name = ALGO_NAMES[algo]
+                rails = (self._rails_used(nbytes, coll, name)
+                         if name in SPLIT_ALGOS and not (coll, name) == ("allreduce", "rd")
+                         else None)
+                log.info("PLAN", f"{coll} {nbytes} B: {name}"
+                         + (f" on {rails} rail(s)" if rails else "") + " ("
                          + ", ".join(f"{a} {t * 1e6:.0f} us" for a, t in times.items())
                          + (f", hier {self._hier_time(coll, nbytes):.0f} us"
-                            if self.hier_ok else "") + ")")
+                            if self.hier_ok else "")
+                         + (f"; a second slice {self.slice_step:g} steps per step, "
+                            f"{self.slice_why}" if self.piece_model else "") + ")")
         return algo
 
     def _kept_bytes(self, coll, nbytes):
@@ -763,7 +806,9 @@ class Planner:
         v = self.min_piece
         if self.piece_model:
             return (f"rails by the model for allreduce, allgather, reduce_scatter (a slice "
-                    f"{SLICE_STEP:g} steps per step) and the broadcast chain ({CHAIN_SLICE:g}), "
+                    f"{self.slice_step:g} steps per step, {self.slice_why}), the broadcast "
+                    f"tree ({self._tree_slice():g} a slice) and the broadcast chain "
+                    f"({CHAIN_SLICE:g} a hop), "
                     f"else min rail piece {_size(v)} "
                     f"({self.piece_why})")
         return f"min rail piece {'inf' if v == float('inf') else _size(v)} ({self.piece_why})"
@@ -846,7 +891,7 @@ class Planner:
     def _count_tree_rails(self, nbytes, root):
         rates = sorted(self.rail_rates, reverse=True)[: max(1, self.max_rails)]
         live = sum(1 for a in self.alive if a)
-        extra = TREE_SLICE * self.layout.rail_alpha
+        extra = self._tree_slice(root) * self.layout.rail_alpha
         times = [(self.layout.time("broadcast", "tree", nbytes, 1, root,
                                    rate=sum(rates[:j])) + (j - 1) * extra, j)
                  for j in range(1, min(len(rates), max(live, 1)) + 1)]
@@ -855,6 +900,13 @@ class Planner:
             log.info("PLAN", f"broadcast tree of {nbytes} B: {k} rail(s) ("
                      + ", ".join(f"{j}: {t * 1e6:.0f} us" for t, j in times) + ")")
         return k
+
+    def _tree_slice(self, root=0):
+        """Steps one more rail's slice adds to the tree: TREE_SLICE, or where the second
+        slice is measured or set (slice_why not "constant") that per round of the tree."""
+        if self.slice_why == "constant":
+            return TREE_SLICE
+        return self.slice_step * len(self.layout._tree(root))
 
     def _tree_slices(self, count, k):
         """[(channel, off, cnt)] of a tree striped over the k live channels the prior rates

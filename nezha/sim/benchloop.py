@@ -324,6 +324,8 @@ def seed_step_latency(pl, run_doc):
     pl.set_step_latency(float(step["alpha_us"]) * 1e-6, "measured at start-up (the run's)")
     if step.get("hop"):   # runs since session 27: the whole-payload steps' bytes too
         pl.set_hop_samples(step["hop"], "measured at start-up (the run's)")
+    if step.get("slice"):  # runs since session 31: a second slice's cost too
+        pl.set_slice_step(step["slice"]["steps"], "measured at start-up (the run's)")
     return pl.rail_alpha
 
 
