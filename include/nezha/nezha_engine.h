@@ -106,6 +106,7 @@ typedef struct {
     int zc_wait;                      /* the loop waits for this endpoint's zero-copy sends */
     int tx_watch;                     /* sent bytes may be unacknowledged (transport tx_kick) */
     uint64_t bytes_sent, bytes_recv;  /* lifetime counters */
+    uint64_t reads;                   /* transport reads that brought bytes (lifetime) */
 } nz_ep_t;
 
 typedef struct {
@@ -339,6 +340,7 @@ static inline int nz_progress_send(nz_engine_t *e, nz_ep_t *p, nz_op_t *ops, int
 static inline ssize_t nz_tr_result(nz_engine_t *e, nz_ep_t *p, int32_t oi, ssize_t n) {
     if (n > 0) {
         p->bytes_recv += (uint64_t)n;
+        p->reads++;
         p->moved = 1;
         return n;
     }
@@ -381,6 +383,60 @@ static inline ssize_t nz_reduce_peeked(nz_engine_t *e, nz_ep_t *p, nz_op_t *ops,
     return (ssize_t)m;
 }
 
+/* A header and the first bytes of the op after it in one read (NZ_FUSE_MAX of them at
+ * most): the sender hands both to one sendv (nz_progress_send), so they arrive together,
+ * and reading them apart cost every small message one more system call on its receiver
+ * (a tree step: recv of the header, recv of the data). The read goes through the staging
+ * area and never past the next op's bytes; the data reaches that op only once the header
+ * matched (a mismatch leaves its buffer untouched, as before). Not with a transport that
+ * shows its bytes in place (NZ_CAP_PEEK) or zero-copy sends (their memory checks).
+ * Returns 1 when the header finished here (the caller goes on with the next op), 2 when
+ * nothing had arrived (the caller stops on this endpoint: want_in is set), 0 when this did
+ * not apply or the header is not complete yet (the caller's own path then reads the rest),
+ * -1 after an error (e->err, or NZ_OK when failover set the channel aside). */
+#define NZ_FUSE_MAX 4096
+static inline int nz_recv_fused(nz_engine_t *e, nz_ep_t *p, nz_op_t *ops, nz_op_t *o,
+                                int32_t oi, int64_t t0, int *progress) {
+    if (o->kind != NZ_RECV_HDR || o->done != 0 || p->rh + 1 >= p->nrq || !p->stage ||
+        p->stage_len || (p->tr->caps & NZ_CAP_PEEK) || e->zc_any)
+        return 0;
+    nz_op_t *o2 = &ops[p->rq[p->rh + 1]];
+    uint64_t hb = o->nbytes, db = 0;
+    if (o2->kind == NZ_RECV) {
+        uint64_t lim2 = nz_limit(ops, o2);
+        if (lim2 > o2->done) db = lim2 - o2->done;
+    } else if (o2->kind == NZ_RECV_REDUCE) {
+        db = o2->nbytes - o2->done;  /* it stages what arrives whatever its limit */
+    }
+    if (db > NZ_FUSE_MAX) db = NZ_FUSE_MAX;
+    if (hb + db > p->stage_cap) db = p->stage_cap > hb ? p->stage_cap - hb : 0;
+    if (db == 0) return 0;
+    ssize_t n = nz_recv_some(e, p, oi, p->stage, hb + db);
+    if (n < 0) return -1;
+    if (n == 0) return 2;  /* nothing there: no second read the ordinary way */
+    *progress = 1;
+    uint64_t h = (uint64_t)n < hb ? (uint64_t)n : hb, rest = (uint64_t)n - h;
+    memcpy(o->ptr, p->stage, h);
+    o->done = h;
+    if (h < hb) return 0;  /* part of the header: the rest comes the ordinary way */
+    if (!nezha_hdr_equal((const nezha_hdr_t *)o->ptr, (const nezha_hdr_t *)o->src)) {
+        nz_fail(e, NZ_ERR_MISMATCH, oi, (int32_t)(p - e->eps), 0);
+        return -1;
+    }
+    nz_op_finished(e, o, t0);
+    p->rh++;
+    if (rest) {
+        if (o2->kind == NZ_RECV) {
+            memcpy(o2->ptr + o2->done, p->stage + h, rest);
+            o2->done += rest;
+        } else {
+            memmove(p->stage, p->stage + h, rest);
+            p->stage_len = rest;
+        }
+    }
+    return 1;
+}
+
 static inline int nz_progress_recv(nz_engine_t *e, nz_ep_t *p, nz_op_t *ops, int64_t t0,
                                    int *progress) {
     p->want_in = 0;
@@ -409,6 +465,10 @@ static inline int nz_progress_recv(nz_engine_t *e, nz_ep_t *p, nz_op_t *ops, int
                 *progress = 1;
             }
         } else {
+            int fused = nz_recv_fused(e, p, ops, o, oi, t0, progress);
+            if (fused < 0) return e->err;
+            if (fused == 2) return 0;
+            if (fused == 1) continue;
             uint64_t lim = nz_limit(ops, o);
             if (o->done < lim && e->zc_any && nz_tx_busy(e, o->ptr + o->done, o->ptr + lim))
                 return 0;
@@ -619,15 +679,16 @@ static inline int nz_progress(nz_engine_t *e, nz_op_t *ops, int32_t nops, int64_
     e->err = NZ_OK;
 
     struct pollfd stackfds[64];
+    int32_t stackmap[65];
     struct pollfd *pfd = stackfds;
-    int32_t *pmap = NULL; /* pollfd slot -> endpoint index */
+    int32_t *pmap = stackmap; /* pollfd slot -> endpoint index */
     int32_t maxfds = NZ_EP_MAXFDS * e->nep + 1 + (e->health ? NZ_CTRL_MAXFDS * e->health->n : 0);
-    if (maxfds > 64) {
+    if (maxfds > 64) {  /* the heap only for many endpoints: a small run makes no malloc */
         pfd = (struct pollfd *)malloc(sizeof(struct pollfd) * (size_t)maxfds);
         if (!pfd) return nz_fail(e, NZ_ERR_INTERNAL, -1, -1, ENOMEM);
+        pmap = (int32_t *)malloc(sizeof(int32_t) * (size_t)(maxfds + 1));
+        if (!pmap) { free(pfd); return nz_fail(e, NZ_ERR_INTERNAL, -1, -1, ENOMEM); }
     }
-    pmap = (int32_t *)malloc(sizeof(int32_t) * (size_t)(maxfds + 1));
-    if (!pmap) { if (pfd != stackfds) free(pfd); return nz_fail(e, NZ_ERR_INTERNAL, -1, -1, ENOMEM); }
 
     int rc = NZ_OK;
     int64_t idle_since = 0;
@@ -766,7 +827,7 @@ static inline int nz_progress(nz_engine_t *e, nz_op_t *ops, int32_t nops, int64_
     }
 out:
     if (pfd != stackfds) free(pfd);
-    free(pmap);
+    if (pmap != stackmap) free(pmap);
     return rc;
 }
 

@@ -733,6 +733,11 @@ cdef class Engine:
         """Per endpoint: (bytes sent, bytes received) since the engine was made."""
         return [(self.e.eps[i].bytes_sent, self.e.eps[i].bytes_recv) for i in range(self.e.nep)]
 
+    def endpoint_reads(self):
+        """Per endpoint: the transport reads that brought bytes since the engine was made
+        (a small message's header and data come in one: nz_recv_fused)."""
+        return [self.e.eps[i].reads for i in range(self.e.nep)]
+
     def run_polls(self):
         """Sleeps in poll() of the runs since the engine was made: how often a run woke."""
         return self.e.run_polls

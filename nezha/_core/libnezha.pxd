@@ -224,6 +224,7 @@ cdef extern from "nezha/nezha_engine.h" nogil:
         int32_t nsq, nrq, sh, rh
         uint64_t bytes_sent
         uint64_t bytes_recv
+        uint64_t reads
         int tx_watch
 
     ctypedef struct nz_engine_t:
