@@ -60,7 +60,7 @@ CHAIN_SLICE = 5.2
 # start-up with a 12-13 us step split 4 KiB (46 against 45 us) and bench compare's allgather
 # 1 KiB a rank ran 45-68 us on two rails against 36-38 on one (Open MPI 37-39), 512 B a rank
 # 50 against 24 (session 30, docs/results/session30/allgather-small)
-RAILS_MEASURED = (("reduce_scatter", "rd"), ("allgather", "rd"))
+ONE_RAIL_IN_FIRST_STEP = (("reduce_scatter", "rd"), ("allgather", "rd"))
 # Steps of rail latency one more rail's slice adds to a small broadcast's tree: its slices
 # run side by side (each a whole tree on its rail), so the extra slice costs the ranks'
 # CPU for its sends and receives, not a round of its own. Lab, 4 x 1, 400 + 100: 2 KiB
@@ -470,14 +470,14 @@ class Planner:
         per_step = CHAIN_SLICE if name == "chain" else SLICE_STEP
         return per_step * self.layout.rail_alpha * self.layout.steps(coll, name)
 
-    def _rails_measured(self, coll, name, nbytes):
-        """Whether _rails_by_model keeps nbytes of coll by name on one rail (RAILS_MEASURED):
-        a measure in force and one rail's bytes on the busiest host's link
-        over the whole call (rd allgather or reduce_scatter: (P - 1) / P of the payload, P
-        ranks a power of two, times the pairs leaving one host) within the first measured
-        step's."""
+    def _one_rail_in_first_step(self, coll, name, nbytes):
+        """Whether _rails_by_model keeps nbytes of coll by name on one rail
+        (ONE_RAIL_IN_FIRST_STEP): a measure in force and one rail's bytes on the busiest
+        host's link over the whole call (rd allgather or reduce_scatter: (P - 1) / P of the
+        payload, P ranks a power of two, times the pairs leaving one host) within the first
+        measured step's."""
         hop = self.layout.hop
-        if (coll, name) not in RAILS_MEASURED or hop is None or not hop.points:
+        if (coll, name) not in ONE_RAIL_IN_FIRST_STEP or hop is None or not hop.points:
             return False
         return self.layout.rd_blocks_link_bytes(nbytes) <= hop.points[0][0]
 
@@ -495,8 +495,9 @@ class Planner:
         # (session 26). With the measured byte cost of small steps (Layout.hop) a
         # second slice at 4-8 KiB saved less than 0.75 steps and rab 8 KiB ran on one
         # rail: 184-195 us against 104-139 on two (docs/results/session27/bytecost)
-        # within the first measured step (RAILS_MEASURED) the measure is one rail's burst
-        if self._rails_measured(coll, name, nbytes):
+        # within the first measured step (ONE_RAIL_IN_FIRST_STEP) the measure is one rail's
+        # burst
+        if self._one_rail_in_first_step(coll, name, nbytes):
             return 1
         best = min((self.layout.time(coll, name, nbytes, j, rate=sum(rates[:j]),
                                      measured=False)
