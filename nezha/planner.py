@@ -67,7 +67,7 @@ CHAIN_SLICE = 5.2
 # the slice (rab2 - rab1 ~11 us, 4 steps of 13 us at ~0.2); within the first sample nothing
 # is saved to pay it. The constant 0.75 hid this at 2 KiB and kept 4 KiB on rd in slow-step
 # jobs, where rab over both rails ran 71-99 us against rd's 96
-RAILS_MEASURED = (("reduce_scatter", "rd"), ("allgather", "rd"), ("allreduce", "rab"))
+ONE_RAIL_IN_FIRST_STEP = (("reduce_scatter", "rd"), ("allgather", "rd"), ("allreduce", "rab"))
 # Steps of rail latency one more rail's slice adds to a small broadcast's tree: its slices
 # run side by side (each a whole tree on its rail), so the extra slice costs the ranks'
 # CPU for its sends and receives, not a round of its own. Lab, 4 x 1, 400 + 100: 2 KiB
@@ -501,14 +501,14 @@ class Planner:
         per_step = CHAIN_SLICE if name == "chain" else self.slice_step
         return per_step * self.layout.rail_alpha * self.layout.steps(coll, name)
 
-    def _rails_measured(self, coll, name, nbytes):
-        """Whether _rails_by_model keeps nbytes of coll by name on one rail (RAILS_MEASURED):
-        a measure in force and one rail's bytes on the busiest host's link
-        over the whole call (rd allgather or reduce_scatter: (P - 1) / P of the payload, P
-        ranks a power of two, times the pairs leaving one host) within the first measured
-        step's."""
+    def _one_rail_in_first_step(self, coll, name, nbytes):
+        """Whether _rails_by_model keeps nbytes of coll by name on one rail
+        (ONE_RAIL_IN_FIRST_STEP): a measure in force and one rail's bytes on the busiest
+        host's link over the whole call (rd allgather or reduce_scatter: (P - 1) / P of the
+        payload, P ranks a power of two, times the pairs leaving one host) within the first
+        measured step's."""
         hop = self.layout.hop
-        if (coll, name) not in RAILS_MEASURED or hop is None or not hop.points:
+        if (coll, name) not in ONE_RAIL_IN_FIRST_STEP or hop is None or not hop.points:
             return False
         if name == "rab":
             # only where the second slice is measured (the constant priced it at session
@@ -531,8 +531,9 @@ class Planner:
         # (session 26). With the measured byte cost of small steps (Layout.hop) a
         # second slice at 4-8 KiB saved less than 0.75 steps and rab 8 KiB ran on one
         # rail: 184-195 us against 104-139 on two (docs/results/session27/bytecost)
-        # within the first measured step (RAILS_MEASURED) the measure is one rail's burst
-        if self._rails_measured(coll, name, nbytes):
+        # within the first measured step (ONE_RAIL_IN_FIRST_STEP) the measure is one rail's
+        # burst
+        if self._one_rail_in_first_step(coll, name, nbytes):
             return 1
         best = min((self.layout.time(coll, name, nbytes, j, rate=sum(rates[:j]),
                                      measured=False)

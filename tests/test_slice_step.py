@@ -110,16 +110,16 @@ def test_the_measured_slice_prices_every_split_plan():
 
 
 def test_rab_keeps_one_rail_within_the_first_sample_where_the_slice_is_measured():
-    """RAILS_MEASURED: rab's link bytes over the whole call (3/2 of the payload at 4 ranks)
+    """ONE_RAIL_IN_FIRST_STEP: rab's link bytes over the whole call (3/2 of the payload at 4 ranks)
     within the first measured sample (4 KiB) keep it on one rail: 2 KiB (3 KiB on the link)
     yes, 3 KiB (4.5) no; only where the slice is measured (the constant's choices stay)."""
     meas, const = _lab([252.7, 252.7], LAB_SLICE), _lab([252.7, 252.7])
     assert meas.layout.rab_link_bytes(2048) == 3072
-    assert meas._rails_measured("allreduce", "rab", 2048)
+    assert meas._one_rail_in_first_step("allreduce", "rab", 2048)
     assert meas._rails_used(2048, "allreduce", "rab") == 1
-    assert not meas._rails_measured("allreduce", "rab", 3072)
+    assert not meas._one_rail_in_first_step("allreduce", "rab", 3072)
     assert meas._rails_used(3072, "allreduce", "rab") == 2
-    assert not const._rails_measured("allreduce", "rab", 2048)
+    assert not const._one_rail_in_first_step("allreduce", "rab", 2048)
 
 
 def test_the_trees_slice_is_the_measure_per_round():

@@ -307,13 +307,13 @@ def test_a_fast_measured_byte_cost_flips_8k_broadcast_to_the_tree(mbps):
     for coll, name in (("allreduce", "rab"), ("allreduce", "ring"), ("allgather", "rd"),
                        ("reduce_scatter", "rd")):
         for kb in (4, 8, 16, 32, 64, 128):
-            if new._rails_measured(coll, name, kb << 10):
+            if new._one_rail_in_first_step(coll, name, kb << 10):
                 continue
             assert new._rails_by_model(coll, name, kb << 10) == \
                 old._rails_by_model(coll, name, kb << 10), (coll, name, kb)
-    assert [new._rails_measured(c, "rd", 4 << 10) for c in ("allgather", "reduce_scatter")] \
-        == [True, True]
-    assert not any(new._rails_measured(c, n, 4 << 10) for c, n in
+    assert [new._one_rail_in_first_step(c, "rd", 4 << 10)
+            for c in ("allgather", "reduce_scatter")] == [True, True]
+    assert not any(new._one_rail_in_first_step(c, n, 4 << 10) for c, n in
                    (("allreduce", "rab"), ("allreduce", "ring"), ("allgather", "ring")))
 
 
@@ -621,8 +621,8 @@ def test_small_rd_blocks_keep_one_rail_within_the_first_sample(hop, alpha, coll)
         for nbytes, want in ((2 << 10, 1), (4 << 10, 1), (RS_EDGE, 1), (RS_EDGE + 1, 2),
                              (8 << 10, 2), (16 << 10, 2), (64 << 10, 2)):
             assert new._rails_used(nbytes, coll, "rd") == want, (mbps, nbytes)
-        assert new._rails_measured(coll, "rd", RS_EDGE)
-        assert not new._rails_measured(coll, "rd", RS_EDGE + 1)
+        assert new._one_rail_in_first_step(coll, "rd", RS_EDGE)
+        assert not new._one_rail_in_first_step(coll, "rd", RS_EDGE + 1)
         # the split itself: one slice at 4 KiB, both rails past the edge
         c = (4 << 10) // 16
         assert len(new.blocks(coll, c, 4, ALGO_RD).slices) == 1
@@ -645,7 +645,7 @@ def test_without_a_measure_or_on_400_100_the_small_rd_blocks_rails_stay(coll):
     """No measure (the constants): the sustained price as before. 400 + 100 with the lab's
     measure: the same rails as before at every size (one rail already up to 7 KiB)."""
     p = _lab_planner([227.0, 227.0])
-    assert not p._rails_measured(coll, "rd", 4 << 10)
+    assert not p._one_rail_in_first_step(coll, "rd", 4 << 10)
     assert p._rails_used(4 << 10, coll, "rd") == 2
     old, new = _lab_planner([248.0, 60.0]), _lab_planner([248.0, 60.0], LAB_HOP_29)
     for nbytes in range(1 << 10, 64 << 10, 256):
