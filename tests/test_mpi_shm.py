@@ -1,10 +1,11 @@
 """A test session leaves no Open MPI shared-memory segment behind (tests/mpi_shm.py).
 
-A pytest process that builds nezha.Communicator() without a launcher bootstraps through a
-singleton MPI_Init, and Open MPI 5.0.x leaves that singleton's 16 MiB
-/dev/shm/sm_segment.* file after MPI_Finalize (docs/results/session31/shm-leak). Each test
-here runs a small pytest session in a subprocess whose one test builds a Communicator the
-way the suite does and reports the segment files its process maps (/proc/self/maps: this
+A process that initialises MPI without a launcher (a singleton; nezha bootstraps through it
+when the process imported mpi4py itself) gets a 16 MiB /dev/shm/sm_segment.* file that Open
+MPI 5.0.x leaves behind after MPI_Finalize (docs/results/session31/shm-leak). Without a
+launcher and without MPI, nezha itself does not call MPI_Init (test below). The plugin tests
+run a small pytest session in a subprocess whose one test builds a singleton Communicator
+and reports the segment files its process maps (/proc/self/maps: this
 process's own files, whatever other Open MPI jobs on the machine do), then looks for them
 after the session has exited.
 """
@@ -27,6 +28,7 @@ import json, os
 import nezha
 
 def test_singleton_communicator():
+    from mpi4py import MPI  # the user's own singleton MPI: nezha bootstraps through it
     c = nezha.Communicator()
     try:
         assert c.size == 1 and c._boot.kind == "mpi"
@@ -109,3 +111,42 @@ def test_stale_directories_of_dead_sessions_are_swept(tmp_path, monkeypatch):
     mpi_shm._sweep_stale()
     assert sorted(os.listdir(tmp_path)) == sorted(
         [f"nezha-pytest-{os.getpid()}", "nezha-pytest-x", f"sm_segment.vm.0.{dead.pid:x}0000.0"])
+
+
+PLAIN = r"""
+import json, sys
+import numpy as np
+import nezha
+%s
+c = nezha.Communicator()
+try:
+    x = np.arange(7, dtype=np.int64) - 3
+    y = x.copy()
+    c.allreduce(y)
+    maps = [line.split()[-1] for line in open("/proc/self/maps") if "sm_segment" in line]
+    print("OUT " + json.dumps({"kind": c._boot.kind, "size": c.size, "exact": bool((y == x).all()),
+                               "mpi": "mpi4py.MPI" in sys.modules, "segments": maps}))
+finally:
+    c.close()
+"""
+
+
+@pytest.mark.parametrize("user_mpi", [False, True])
+def test_a_plain_process_calls_no_mpi_init(user_mpi):
+    """Without a launcher nezha is a world of one with no MPI_Init (so no segment to leak);
+    a process that initialised MPI itself is bootstrapped through it, as before."""
+    if user_mpi:
+        pytest.importorskip("mpi4py")
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCH_ENV}
+    env["PYTHONPATH"] = os.pathsep.join([REPO] + [p for p in [env.get("PYTHONPATH")] if p])
+    env[mpi_shm.VAR] = mpi_shm.SESSION_DIR or os.environ.get(mpi_shm.VAR, "/dev/shm")
+    code = PLAIN % ("from mpi4py import MPI" if user_mpi else "")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    got = json.loads(proc.stdout.split("OUT ", 1)[1].splitlines()[0])
+    assert got["size"] == 1 and got["exact"]
+    if user_mpi:
+        assert got["kind"] == "mpi" and got["mpi"]
+    else:
+        assert got["kind"] == "single" and not got["mpi"] and not got["segments"], got
