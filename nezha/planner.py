@@ -202,10 +202,7 @@ class Planner:
         Every choice is made again."""
         self.slice_step, self.slice_why = ((SLICE_STEP, "constant") if steps is None
                                            else (float(steps), why))
-        self._rails_memo = {}
-        self._choice_memo = {}
-        self._hier_memo = {}
-        self._ina_memo = {}
+        self._forget_choices()
         self.model.version += 1  # cached plans were chosen with the old one
 
     def set_hop_samples(self, samples, why="measured at start-up"):
@@ -447,10 +444,7 @@ class Planner:
                            [float(m) * 125e3 * scale for m in mbps])
         if getattr(self, "layout", None) is not None:
             self.layout.hop = self._hop_cost()  # priced against the new link rate
-        self._rails_memo = {}
-        self._choice_memo = {}
-        self._hier_memo = {}
-        self._ina_memo = {}
+        self._forget_choices()
 
     @property
     def algo(self):
@@ -461,6 +455,10 @@ class Planner:
     @algo.setter
     def algo(self, value):
         self._algo = value
+        self._forget_choices()
+
+    def _forget_choices(self):
+        """Forget every rail and algorithm choice made (their inputs changed)."""
         self._rails_memo = {}
         self._choice_memo = {}
         self._hier_memo = {}
